@@ -1,0 +1,1 @@
+"""nutchy's pure domain: no Scrapy, Twisted, happybase or Redis."""

@@ -1,0 +1,135 @@
+"""Nutch 2.x status codes, markers and fixed metadata keys.
+
+The numbers are the ones Nutch 2.x stores, so a table written by nutchy reads the same in Nutch and
+the other way round.
+
+>>> CrawlStatus.FETCHED, int(CrawlStatus.RETRY)
+(<CrawlStatus.FETCHED: 2>, 34)
+>>> crawl_status_name(0), crawl_status_name(0x26), crawl_status_name(99)
+('status_injected', 'status_notmodified', 'status_unknown_99')
+>>> ProtocolStatus(ProtocolStatusCode.NOTFOUND, ("http://example.com/x",)).name
+'NOTFOUND'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class CrawlStatus(IntEnum):
+    """The crawl status of a row, stored in ``f:st`` as a 4-byte big-endian int.
+
+    A freshly injected row has no ``f:st`` column; it reads as 0, which Nutch has no constant for.
+    nutchy calls it ``INJECTED``.
+    """
+
+    INJECTED = 0x00
+    UNFETCHED = 0x01
+    FETCHED = 0x02
+    GONE = 0x03
+    REDIR_TEMP = 0x04
+    REDIR_PERM = 0x05
+    RETRY = 0x22
+    NOTMODIFIED = 0x26
+
+
+def crawl_status_name(code: int) -> str:
+    """Nutch's name of a crawl status (``status_fetched``), also for codes Nutch does not know."""
+    try:
+        return f"status_{CrawlStatus(code).name.lower()}"
+    except ValueError:
+        return f"status_unknown_{code}"
+
+
+class ProtocolStatusCode(IntEnum):
+    """The outcome of one fetch, stored as the ``code`` of the ``f:prot`` record."""
+
+    SUCCESS = 1
+    FAILED = 2
+    PROTO_NOT_FOUND = 10
+    GONE = 11
+    MOVED = 12
+    TEMP_MOVED = 13
+    NOTFOUND = 14
+    RETRY = 15
+    EXCEPTION = 16
+    ACCESS_DENIED = 17
+    ROBOTS_DENIED = 18
+    REDIR_EXCEEDED = 19
+    NOTFETCHING = 20
+    NOTMODIFIED = 21
+    WOULDBLOCK = 22
+    BLOCKED = 23
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolStatus:
+    """The Avro record Nutch keeps in ``f:prot``: a code, its arguments, and a time Nutch always
+    leaves at 0."""
+
+    code: int
+    args: tuple[str, ...] = ()
+    last_modified: int = 0
+
+    @property
+    def name(self) -> str:
+        try:
+            return ProtocolStatusCode(self.code).name
+        except ValueError:
+            return f"UNKNOWN_{self.code}"
+
+
+class ParseStatusMajor(IntEnum):
+    NOTPARSED = 0
+    SUCCESS = 1
+    FAILED = 2
+
+
+class ParseStatusMinor(IntEnum):
+    SUCCESS_OK = 0
+    SUCCESS_REDIRECT = 100
+    FAILED_EXCEPTION = 200
+    FAILED_TRUNCATED = 202
+    FAILED_INVALID_FORMAT = 203
+    FAILED_MISSING_PARTS = 204
+    FAILED_MISSING_CONTENT = 205
+
+
+@dataclass(frozen=True, slots=True)
+class ParseStatus:
+    """The Avro record Nutch keeps in ``p:st``."""
+
+    major: int
+    minor: int = 0
+    args: tuple[str, ...] = ()
+
+
+class Mark:
+    """Qualifiers of the ``mk`` family: the state machine of the crawl cycle."""
+
+    INJECT = "_injmrk_"
+    GENERATE = "_gnmrk_"
+    FETCH = "_ftcmrk_"
+    PARSE = "__prsmrk__"
+    UPDATEDB = "_updmrk_"
+    INDEX = "_idxmrk_"
+    SITEMAP = "_stmmrk_"
+    DISTANCE = "dist"
+
+    #: Values of the inject mark: a normal seed, or a sitemap seed.
+    INJECT_SEED = "y"
+    INJECT_SITEMAP = "s"
+
+
+class Metadata:
+    """Fixed keys of the ``mtdt`` family."""
+
+    #: OPIC cash, a 4-byte big-endian float.
+    CASH = "_csh_"
+    #: Response time in ms, a 4-byte big-endian int.
+    RESPONSE_TIME = "_rs_"
+    #: Server IP address, UTF-8.
+    IP = "_ip_"
+    #: ``y`` when a redirect was found at fetch or parse time; updatedb removes it.
+    REDIRECT_DISCOVERED = "___rdrdsc__"

@@ -1,0 +1,55 @@
+"""The errors nutchy raises.
+
+Every error nutchy raises on purpose derives from :class:`NutchError`, so a caller can catch
+"anything nutchy refused" in one place. Errors of the libraries underneath (sqlite3, happybase,
+thriftpy2) are wrapped and chained, never leaked bare.
+"""
+
+from __future__ import annotations
+
+
+class NutchError(Exception):
+    """Base class of every error nutchy raises on purpose."""
+
+
+class ConfigError(NutchError, ValueError):
+    """A setting has a value nutchy cannot use. The message names the setting."""
+
+
+class StoreError(NutchError):
+    """A storage backend failed to carry out a call. The message names the backend and the table."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached: an HBase Thrift server that is down, or a file that cannot be
+    opened. The message names the host and port, or the path."""
+
+
+class TableMissing(StoreError):
+    """The web table does not exist yet. ``nutchy storage init`` (or ``nutchy inject``) creates it."""
+
+
+class CellDecodeError(NutchError, ValueError):
+    """The bytes of one cell do not decode as the type the schema declares for its column.
+
+    The message names the row key, the column and the expected type; the same facts are kept as the
+    attributes :attr:`key`, :attr:`column` and :attr:`expected`.
+    """
+
+    def __init__(self, key: bytes, column: bytes, expected: str, reason: str) -> None:
+        self.key = key
+        self.column = column
+        self.expected = expected
+        self.reason = reason
+        super().__init__(
+            f"row {key!r}: column {column.decode('utf-8', 'replace')!r} does not decode as "
+            f"{expected}: {reason}"
+        )
+
+
+class UnsafeWrite(NutchError, ValueError):
+    """A write would drop map entries its caller never read (the NUTCH-2222 bug).
+
+    Replacing a map family (``mtdt``, ``mk``, ``il``, ``ol``, ``h``, ``stm``) is only allowed for a
+    page that was read with that field, or when the caller asks for the replacement explicitly.
+    """

@@ -1,0 +1,65 @@
+"""The web table's storage: the schema codec, the store interface and its backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nutchy.exceptions import ConfigError
+from nutchy.store.base import Scan, Store
+from nutchy.store.table import WebTable
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = ["Scan", "Store", "WebTable", "open_store", "open_table"]
+
+EMBEDDED = "nutchy.store.embedded.EmbeddedStore"
+HBASE = "nutchy.store.hbase.HBaseStore"
+_ALIASES = {"org.apache.gora.hbase.store.HBaseStore": HBASE}
+
+
+def table_name(settings: BaseSettings) -> str:
+    crawl_id = settings.get("NUTCH_STORAGE_CRAWL_ID") or ""
+    return f"{crawl_id}_webpage" if crawl_id else "webpage"
+
+
+def open_store(settings: BaseSettings) -> Store:
+    """Open the store the settings name (``NUTCH_STORAGE_DATA_STORE_CLASS``).
+
+    The table is not created here: see :meth:`Store.create` (``nutchy storage init``).
+    """
+    backend = settings.get("NUTCH_STORAGE_DATA_STORE_CLASS")
+    backend = _ALIASES.get(backend, backend)
+    crawl_id = settings.get("NUTCH_STORAGE_CRAWL_ID") or ""
+    if backend == EMBEDDED:
+        from nutchy.store.embedded import EmbeddedStore
+
+        name = table_name(settings)
+        path = Path(settings.get("NUTCH_CRAWL_DIR")) / f"{name}.sqlite"
+        return EmbeddedStore(path, name)
+    if backend == HBASE:
+        from nutchy.store.hbase import HBaseStore
+
+        return HBaseStore(
+            settings.get("NUTCH_HBASE_HOST"),
+            settings.getint("NUTCH_HBASE_PORT"),
+            crawl_id=crawl_id,
+            timeout=settings.getint("NUTCH_HBASE_TIMEOUT"),
+            pool_size=settings.getint("NUTCH_HBASE_POOL_SIZE"),
+            batch_size=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
+            transport=settings.get("NUTCH_HBASE_TRANSPORT"),
+            protocol=settings.get("NUTCH_HBASE_PROTOCOL"),
+        )
+    raise ConfigError(
+        f"NUTCH_STORAGE_DATA_STORE_CLASS must be {EMBEDDED} or {HBASE}, got {backend!r}"
+    )
+
+
+def open_table(settings: BaseSettings) -> WebTable:
+    """The web table of the settings, over :func:`open_store`."""
+    return WebTable(
+        open_store(settings),
+        read_limit=settings.getint("NUTCH_GORA_BUFFER_READ_LIMIT"),
+        write_limit=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
+    )

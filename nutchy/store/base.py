@@ -1,0 +1,115 @@
+"""The store interface every backend implements.
+
+A store holds one web table: rows of cells, ``{b"fam:qual": value}``, keyed by the reversed URL in
+UTF-8 and kept in byte order. It knows nothing of WebPages: :mod:`nutchy.store.schema` turns cells
+into pages and back, and :class:`nutchy.store.table.WebTable` puts the two together.
+
+The calls, all blocking (Scrapy components call them from a thread, never on the reactor):
+
+- :meth:`Store.exists`, :meth:`Store.create` (idempotent), :meth:`Store.drop`;
+- :meth:`Store.get` and :meth:`Store.get_many` read rows, optionally only some columns;
+- :meth:`Store.scan` streams rows between a start and a stop key, with two conditions a backend
+  evaluates close to the data: a marker equal to a batch id, and a fetch time at or before a
+  moment. Memory is bounded by the page size, whatever the table holds;
+- :meth:`Store.write` applies :class:`~nutchy.store.schema.RowUpdate` changes;
+- :meth:`Store.splits` cuts the key space into ranges that can be scanned in parallel;
+- :meth:`Store.close`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from nutchy.store.schema import Cells, RowUpdate
+
+#: The key that sorts after every row key of a scan without a stop key.
+NO_STOP = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What to read in one scan.
+
+    *start* is inclusive and *stop* exclusive; *prefix* restricts the scan to keys starting with
+    it (and may be combined with start/stop). *columns* are ``b"fam:qual"`` columns or ``b"fam"``
+    families (``None`` reads everything). *marker* = ``(b"_gnmrk_", b"<batch id>")`` keeps only
+    rows whose marker has exactly that value; *due_before* keeps rows whose fetch time (``f:ts``,
+    0 when missing) is at or before that many ms since the epoch. *limit* stops after that many
+    rows.
+
+    Rows come in key order, except that with *due_before* a backend may return them in another
+    order (the embedded store returns them by fetch time, from its index).
+    """
+
+    start: bytes = b""
+    stop: bytes | None = None
+    prefix: bytes = b""
+    columns: Sequence[bytes] | None = None
+    marker: tuple[bytes, bytes] | None = None
+    due_before: int | None = None
+    limit: int | None = None
+
+
+class Store(Protocol):
+    """A web table backend. See the module docstring for the contract."""
+
+    #: The table's name (``webpage`` or ``<crawlId>_webpage``).
+    table_name: str
+
+    def exists(self) -> bool: ...
+
+    def create(self) -> bool:
+        """Create the table if missing; return whether it was created."""
+        ...
+
+    def drop(self) -> None:
+        """Delete the table and everything in it."""
+        ...
+
+    def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> Cells | None: ...
+
+    def get_many(
+        self, keys: Sequence[bytes], columns: Sequence[bytes] | None = None
+    ) -> dict[bytes, Cells]: ...
+
+    def scan(
+        self, scan: Scan | None = None, page_size: int = 1000
+    ) -> Iterator[tuple[bytes, Cells]]: ...
+
+    def write(self, updates: Sequence[RowUpdate]) -> None:
+        """Apply *updates*. The embedded store applies one call atomically; HBase applies each row
+        atomically."""
+        ...
+
+    def delete_rows(self, keys: Sequence[bytes]) -> None: ...
+
+    def splits(self) -> list[tuple[bytes, bytes | None]]:
+        """Key ranges ``(start, stop)`` that cover the table, one per region (HBase) or one."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def prefix_stop(prefix: bytes) -> bytes | None:
+    """The first key after every key that starts with *prefix* (``None``: no such key).
+
+    >>> prefix_stop(b"com.example:"), prefix_stop(b"a\\xff"), prefix_stop(b"\\xff")
+    (b'com.example;', b'b', None)
+    """
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def key_range(scan: Scan) -> tuple[bytes, bytes | None]:
+    """The effective ``(start, stop)`` of a scan, with its prefix folded in."""
+    start, stop = scan.start, scan.stop
+    if scan.prefix:
+        start = max(start, scan.prefix)
+        pstop = prefix_stop(scan.prefix)
+        if pstop is not None and (stop is None or pstop < stop):
+            stop = pstop
+    return start, stop

@@ -1,0 +1,331 @@
+"""The HBase store: the web table in HBase, through happybase and an HBase Thrift1 server.
+
+The table is the one Nutch 2.x uses (``webpage`` or ``<crawlId>_webpage``, families ``f p s il ol
+h mtdt mk stm`` with one version each), with the cells of :mod:`nutchy.store.schema`, so Nutch and
+nutchy can work on the same table.
+
+How the contract maps onto HBase:
+
+- every call leases a connection from a ``happybase.ConnectionPool`` and gives it back before
+  returning; scans read one page per lease, so a slow consumer never holds a connection or a
+  server-side scanner;
+- the batch-marker condition is the server-side filter Nutch itself uses,
+  ``SingleColumnValueFilter('mk','<marker>',=,'binary:<batch>',true,true)``; the due condition is
+  ``SingleColumnValueFilter('f','ts',<=,'binary:<8-byte fetch time>',false,true)``, which lets rows
+  without ``f:ts`` through, because a missing fetch time reads as 0 and is due. Big-endian longs of
+  non-negative times compare correctly as unsigned bytes;
+- a family replacement is a family delete stamped one millisecond before the puts that refill it
+  (an HBase delete masks puts of the same timestamp, and ``mutateRows`` applies puts before
+  deletes), so the new cells always win and entries not written are gone;
+- :meth:`HBaseStore.splits` returns the table's regions, for region-parallel scans.
+
+HBase applies each row's mutations atomically, not a whole :meth:`HBaseStore.write` call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
+from nutchy.store.base import Scan, key_range
+from nutchy.store.schema import FAMILIES, FETCH_TIME_COLUMN, Cells, RowUpdate, coalesce
+
+try:
+    import happybase
+    from thriftpy2.thrift import TException
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("nutchy's HBase store needs happybase: pip install 'nutchy[hbase]'") from exc
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def quote_filter_value(value: bytes) -> bytes:
+    """Quote *value* for HBase's filter language: single quotes, with ``'`` doubled.
+
+    >>> quote_filter_value(b"it's")
+    b"'it''s'"
+    """
+    return b"'" + value.replace(b"'", b"''") + b"'"
+
+
+def marker_filter(marker: bytes, value: bytes) -> bytes:
+    """The filter keeping rows whose ``mk:<marker>`` equals *value* (rows without it are dropped).
+
+    >>> marker_filter(b"_gnmrk_", b"1700000000-1")
+    b"SingleColumnValueFilter('mk','_gnmrk_',=,'binary:1700000000-1',true,true)"
+    """
+    return (
+        b"SingleColumnValueFilter('mk',"
+        + quote_filter_value(marker)
+        + b",=,"
+        + quote_filter_value(b"binary:" + value)
+        + b",true,true)"
+    )
+
+
+def due_filter(due_before: int) -> bytes:
+    """The filter keeping rows with ``f:ts`` <= *due_before*, and rows without ``f:ts``.
+
+    >>> due_filter(1500000000000)
+    b"SingleColumnValueFilter('f','ts',<=,'binary:\\x00\\x00\\x01]>\\xf7\\x98\\x00',false,true)"
+    """
+    value = max(due_before, 0).to_bytes(8, "big", signed=True)
+    return (
+        b"SingleColumnValueFilter('f','ts',<=,"
+        + quote_filter_value(b"binary:" + value)
+        + b",false,true)"
+    )
+
+
+class HBaseStore:
+    """The web table in HBase, reached through the Thrift1 server at *host*:*port*.
+
+    *crawl_id* prefixes the table name as Nutch's ``storage.crawl.id`` does. *timeout* is the
+    socket timeout in milliseconds, for connecting and for every call. *pool_size* connections are
+    shared by the threads that use the store. *batch_size* caps the rows sent in one
+    ``mutateRows`` call.
+    """
+
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 9090,
+        *,
+        crawl_id: str = "",
+        table: str = "webpage",
+        timeout: int = 10000,
+        pool_size: int = 4,
+        batch_size: int = 1000,
+        transport: str = "buffered",
+        protocol: str = "binary",
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.batch_size = batch_size
+        self.table_name = f"{crawl_id}_{table}" if crawl_id else table
+        self._short_name = table
+        self._pool_size = pool_size
+        self._last_ts = 0
+        self._ts_lock = threading.Lock()
+        self._probe()
+        self._pool = happybase.ConnectionPool(
+            size=pool_size,
+            host=host,
+            port=port,
+            timeout=timeout,
+            transport=transport,
+            protocol=protocol,
+            table_prefix=crawl_id or None,
+            autoconnect=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"HBaseStore({self.host}:{self.port}, table_name={self.table_name!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _probe(self) -> None:
+        """Fail fast, within the timeout, when nothing listens at host:port."""
+        try:
+            socket.create_connection((self.host, self.port), timeout=self.timeout / 1000).close()
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"the HBase Thrift server at {self.host}:{self.port} cannot be reached"
+                f" (timeout {self.timeout} ms): {exc}"
+            ) from exc
+
+    def _call(self, work: Callable[[Any], T]) -> T:
+        """Run *work(connection)* on a pooled connection, turning Thrift errors into ours."""
+        try:
+            with self._pool.connection(timeout=self.timeout / 1000) as conn:
+                conn.open()
+                return work(conn)
+        except (TException, OSError) as exc:
+            text = str(exc) or type(exc).__name__
+            if "TableNotFound" in text or "table does not exist" in text.lower():
+                raise TableMissing(
+                    f"table {self.table_name!r} does not exist on {self.host}:{self.port};"
+                    " run 'nutchy storage init' or 'nutchy inject'"
+                ) from exc
+            if isinstance(exc, OSError) or "TSocket" in text or "connect" in text.lower():
+                raise StoreUnavailable(
+                    f"the HBase Thrift server at {self.host}:{self.port} failed: {text}"
+                ) from exc
+            raise StoreError(f"{self}: {text}") from exc
+        except happybase.NoConnectionsAvailable as exc:
+            raise StoreUnavailable(
+                f"no connection to {self.host}:{self.port} became free within {self.timeout} ms"
+            ) from exc
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self._call(lambda conn: self._short_name.encode() in conn.tables())
+
+    def create(self) -> bool:
+        if self.exists():
+            return False
+        families = {family.decode(): {"max_versions": 1} for family in FAMILIES}
+        self._call(lambda conn: conn.create_table(self._short_name, families))
+        logger.info("Created HBase table %s on %s:%s", self.table_name, self.host, self.port)
+        return True
+
+    def drop(self) -> None:
+        if self.exists():
+            self._call(lambda conn: conn.delete_table(self._short_name, disable=True))
+
+    def close(self) -> None:
+        """Close every pooled connection (happybase pools have no close of their own)."""
+        with contextlib.ExitStack() as stack:
+            for _ in range(self._pool_size):
+                try:
+                    conn = stack.enter_context(self._pool.connection(timeout=self.timeout / 1000))
+                except happybase.NoConnectionsAvailable:
+                    break
+                conn.close()
+
+    def splits(self) -> list[tuple[bytes, bytes | None]]:
+        regions = self._call(lambda conn: conn.table(self._short_name).regions())
+        if not regions:
+            return [(b"", None)]
+        return [
+            (region["start_key"], region["end_key"] or None)
+            for region in sorted(regions, key=lambda r: r["start_key"])
+        ]
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> Cells | None:
+        cells = self._call(lambda conn: conn.table(self._short_name).row(key, columns=columns))
+        return dict(cells) if cells else None
+
+    def get_many(
+        self, keys: Sequence[bytes], columns: Sequence[bytes] | None = None
+    ) -> dict[bytes, Cells]:
+        found: dict[bytes, Cells] = {}
+        for i in range(0, len(keys), self.batch_size):
+            chunk = list(keys[i : i + self.batch_size])
+
+            def work(conn: Any, chunk: list[bytes] = chunk) -> list[tuple[bytes, Cells]]:
+                rows: list[tuple[bytes, Cells]] = conn.table(self._short_name).rows(
+                    chunk, columns=columns
+                )
+                return rows
+
+            rows = self._call(work)
+            found.update((key, dict(cells)) for key, cells in rows if cells)
+        return found
+
+    def scan(
+        self, scan: Scan | None = None, page_size: int = 1000
+    ) -> Iterator[tuple[bytes, Cells]]:
+        if scan is None:
+            scan = Scan()
+        start, stop = key_range(scan)
+        filters = []
+        columns = list(scan.columns) if scan.columns is not None else None
+        extra: set[bytes] = set()
+        if scan.marker is not None:
+            filters.append(marker_filter(*scan.marker))
+            extra.add(b"mk:" + scan.marker[0])
+        if scan.due_before is not None:
+            filters.append(due_filter(scan.due_before))
+            extra.add(FETCH_TIME_COLUMN)
+        if columns is not None:
+            # A filter only sees the columns the scan reads: add the tested ones, drop them after.
+            extra = {c for c in extra if c not in columns and c.split(b":")[0] not in columns}
+            columns.extend(sorted(extra))
+        else:
+            extra = set()
+        filter_string = b" AND ".join(filters) if filters else None
+        remaining = scan.limit
+        while remaining is None or remaining > 0:
+            n = page_size if remaining is None else min(page_size, remaining)
+            if stop is not None and start >= stop:
+                return
+
+            def page(conn: Any, start: bytes = start, n: int = n) -> list[tuple[bytes, Cells]]:
+                table = conn.table(self._short_name)
+                return list(
+                    table.scan(
+                        row_start=start,
+                        row_stop=stop,
+                        columns=columns,
+                        filter=filter_string,
+                        batch_size=n,
+                        limit=n,
+                    )
+                )
+
+            rows = self._call(page)
+            for key, cells in rows:
+                if extra:
+                    cells = {c: v for c, v in cells.items() if c not in extra}
+                    if not cells:
+                        continue
+                yield key, cells
+                if remaining is not None:
+                    remaining -= 1
+            if len(rows) < n:
+                return
+            start = rows[-1][0] + b"\x00"
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def _next_timestamp(self) -> int:
+        """A write timestamp in ms, at least 2 ms after the previous one of this store, so a family
+        delete at ts-1 never hides cells this store wrote just before."""
+        with self._ts_lock:
+            ts = max(int(time.time() * 1000), self._last_ts + 2)
+            self._last_ts = ts
+            return ts
+
+    def write(self, updates: Sequence[RowUpdate]) -> None:
+        merged = coalesce(updates)
+        if not merged:
+            return
+        ts = self._next_timestamp()
+
+        def work(conn: Any) -> None:
+            table = conn.table(self._short_name)
+            replaced = [u for u in merged if u.replace]
+            if replaced:
+                with table.batch(timestamp=ts - 1, batch_size=self.batch_size) as batch:
+                    for update in replaced:
+                        batch.delete(update.key, columns=sorted(update.replace))
+            with table.batch(timestamp=ts, batch_size=self.batch_size) as batch:
+                for update in merged:
+                    if update.puts:
+                        batch.put(update.key, update.puts)
+                    if update.deletes:
+                        batch.delete(update.key, columns=sorted(update.deletes))
+
+        self._call(work)
+
+    def delete_rows(self, keys: Sequence[bytes]) -> None:
+        # Stamped like writes: a delete stamped earlier than a put would not remove it.
+        ts = self._next_timestamp()
+
+        def work(conn: Any) -> None:
+            table = conn.table(self._short_name)
+            with table.batch(timestamp=ts, batch_size=self.batch_size) as batch:
+                for key in keys:
+                    batch.delete(key)
+
+        self._call(work)

@@ -1,0 +1,13 @@
+"""Settings of the nutchy Scrapy project in this repository.
+
+Per-environment overrides go in modules beside this one (``settings/production.py`` importing
+``from settings import *``), selected with ``SCRAPY_SETTINGS_MODULE``. Every nutchy setting and
+its default is listed in ``nutchy/default_settings.py`` and docs/settings.md.
+"""
+
+BOT_NAME = "nutchy"
+SPIDER_MODULES = ["spiders"]
+NEWSPIDER_MODULE = "spiders"
+
+# The web table: the embedded store, in ./crawl.
+NUTCH_CRAWL_DIR = "crawl"

@@ -1,0 +1,1 @@
+"""Spiders of the nutchy Scrapy project in this repository."""

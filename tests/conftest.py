@@ -1,0 +1,81 @@
+"""Shared fixtures: the stores under test.
+
+The ``store`` fixture runs a test once per backend: the embedded SQLite store, and the HBase store
+talking through real happybase, over real Thrift sockets, to the HBase Thrift1 test server started
+on 127.0.0.1 for the session (``nutchy.testing.hbase_server``). When ``NUTCHY_TEST_HBASE_HOST``
+(and optionally ``NUTCHY_TEST_HBASE_PORT``) names a real HBase Thrift server, the HBase runs go
+there instead, each test in a table with its own crawl id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from nutchy.store.base import Store
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def hbase_address() -> Iterator[tuple[str, int]]:
+    host = os.environ.get("NUTCHY_TEST_HBASE_HOST")
+    if host:
+        yield host, int(os.environ.get("NUTCHY_TEST_HBASE_PORT", "9090"))
+        return
+    from nutchy.testing.hbase_server import HBaseThriftServer
+
+    server = HBaseThriftServer()
+    server.start()
+    try:
+        yield "127.0.0.1", server.port
+    finally:
+        server.stop()
+
+
+StoreFactory = Callable[[], Store]
+
+
+@pytest.fixture(params=["embedded", "hbase"])
+def store_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[StoreFactory]:
+    """A function that opens (or reopens) the same table of one backend."""
+    opened: list[Store] = []
+    if request.param == "embedded":
+        from nutchy.store.embedded import EmbeddedStore
+
+        path = tmp_path / "crawl" / "webpage.sqlite"
+
+        def factory() -> Store:
+            store = EmbeddedStore(path)
+            opened.append(store)
+            return store
+    else:
+        from nutchy.store.hbase import HBaseStore
+
+        host, port = request.getfixturevalue("hbase_address")
+        crawl_id = f"t{os.getpid()}x{next(_ids)}"
+
+        def factory() -> Store:
+            store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+            opened.append(store)
+            return store
+
+    yield factory
+    if opened:
+        last = factory()
+        try:
+            if request.param == "hbase":
+                last.drop()
+        finally:
+            for store in opened:
+                store.close()
+
+
+@pytest.fixture
+def store(store_factory: StoreFactory) -> Store:
+    store = store_factory()
+    store.create()
+    return store
