@@ -21,19 +21,37 @@ _ids = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def hbase_address() -> Iterator[tuple[str, int]]:
-    host = os.environ.get("NUTCHY_TEST_HBASE_HOST")
-    if host:
-        yield host, int(os.environ.get("NUTCHY_TEST_HBASE_PORT", "9090"))
+def hbase_server():
+    """The HBase Thrift1 test server of the session, or ``None`` when a real HBase is named."""
+    if os.environ.get("NUTCHY_TEST_HBASE_HOST"):
+        yield None
         return
     from nutchy.testing.hbase_server import HBaseThriftServer
 
     server = HBaseThriftServer()
     server.start()
     try:
-        yield "127.0.0.1", server.port
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def hbase_address(hbase_server) -> tuple[str, int]:
+    if hbase_server is None:
+        return os.environ["NUTCHY_TEST_HBASE_HOST"], int(
+            os.environ.get("NUTCHY_TEST_HBASE_PORT", "9090")
+        )
+    return "127.0.0.1", hbase_server.port
+
+
+@pytest.fixture
+def fake_hbase(hbase_server):
+    """The test server itself, for tests that look inside it (skipped against a real HBase)."""
+    if hbase_server is None:
+        pytest.skip("looks inside the HBase Thrift test server")
+    hbase_server.reset_stats()
+    return hbase_server
 
 
 StoreFactory = Callable[[], Store]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pickle
+import marshal
 import sqlite3
 import subprocess
 import sys
@@ -59,20 +59,25 @@ def test_due_and_batch_scans_are_served_by_indexes(tmp_path):
     assert "INDEX webpage_gen_mark" in plans["batch"]
 
 
-def test_a_cells_record_holding_objects_is_refused(tmp_path):
-    class Evil:
-        def __reduce__(self):
-            return (print, ("pwned",))
-
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (marshal.dumps(compile("print('pwned')", "x", "exec")), "holds a code, not cells"),
+        (marshal.dumps([1, 2]), "holds a list, not cells"),
+        (b"\x00garbage", "does not decode"),
+    ],
+)
+def test_a_family_record_that_is_not_cells_is_refused(tmp_path, blob, message, capsys):
     with EmbeddedStore(tmp_path / "w.sqlite") as store:
         store.create()
         store.write([RowUpdate(b"k", {b"f:st": b"1"})])
         conn = sqlite3.connect(tmp_path / "w.sqlite")
-        conn.execute("UPDATE webpage SET cells = ?", (pickle.dumps({b"f:st": Evil()}),))
+        conn.execute("UPDATE webpage SET f = ?", (blob,))
         conn.commit()
         conn.close()
-        with pytest.raises(pickle.UnpicklingError, match=r"refusing to load builtins\.print"):
+        with pytest.raises(StoreError, match=f"row b'k': a family record {message}"):
             store.get(b"k")
+    assert "pwned" not in capsys.readouterr().out
 
 
 WRITER = textwrap.dedent(

@@ -2,11 +2,13 @@
 
 Layout (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlite3`` shell):
 
-- table ``<table>``: one record per row. ``key`` is the row key; ``cells`` holds every cell of the
-  row except the raw content, as a pickled ``dict[bytes, bytes]`` of ``b"fam:qual"`` → the exact
-  bytes Nutch would store in HBase; ``fetch_time`` and the ``gen_mark``, ``fetch_mark`` and
-  ``upd_mark`` columns repeat ``f:ts`` and the batch markers so that indexes can serve "due rows"
-  and "rows of batch B" without reading anything else;
+- table ``<table>``: one record per row. ``key`` is the row key. Each column family (``f p s il
+  ol h mtdt mk stm``) is one column holding that family's cells as a marshalled
+  ``dict[bytes, bytes]`` of ``b"fam:qual"`` → the exact bytes Nutch would store in HBase, or NULL
+  when the family is empty. A read decodes only the families it asks for, and a write re-encodes
+  only the families it changes. ``fetch_time`` and the ``gen_mark``, ``fetch_mark`` and
+  ``upd_mark`` columns repeat ``f:ts`` (0 when missing) and the batch markers so that indexes
+  serve "due rows" and "rows of batch B" without reading anything else;
 - table ``<table>_content``: the raw content (``f:cnt``) by key. It is most of a crawl's bytes and
   changes only when a page is fetched, so keeping it apart spares generate and updatedb from
   rewriting it each time they touch a row;
@@ -16,17 +18,19 @@ Several processes of one machine may read and write the file at once: SQLite in 
 readers run beside the one writer, and every :meth:`EmbeddedStore.write` is one ``BEGIN
 IMMEDIATE`` transaction that reads the rows it changes and writes them back, so concurrent writers
 serialize and none loses another's cells. A process killed at any moment leaves the file with each
-write either wholly applied or not at all. WAL mode needs a local disk (not NFS).
+write either wholly applied or not at all. With ``synchronous=NORMAL`` (the default) a power loss
+can lose the last writes but never corrupts the file; ``synchronous=OFF`` is faster and still safe
+when only processes crash. WAL mode needs a local disk (not NFS).
 
-Cells are unpickled with an unpickler that refuses every class, so a crafted file cannot run code:
-only dicts of bytes load.
+Family records use :mod:`marshal` format version 4, which only builds plain values (it runs no
+code), and whose encoding of dicts and bytes has not changed since Python 3.4; the layout version
+in ``nutchy_meta`` says how a file was written.
 """
 
 from __future__ import annotations
 
-import io
 import logging
-import pickle
+import marshal
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
 from nutchy.store.base import Scan, key_range
-from nutchy.store.schema import Cells, RowUpdate, coalesce
+from nutchy.store.schema import FAMILIES, Cells, RowUpdate, coalesce
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -44,30 +48,26 @@ logger = logging.getLogger(__name__)
 
 LAYOUT_VERSION = "1"
 CONTENT_COLUMN = b"f:cnt"
+_FAMILY_COLUMNS = [family.decode() for family in FAMILIES]
+_FAMILY_INDEX = {family: i for i, family in enumerate(FAMILIES)}
 #: Marker qualifiers that have their own indexed column.
 _MARKER_COLUMNS = {b"_gnmrk_": "gen_mark", b"_ftcmrk_": "fetch_mark", b"_updmrk_": "upd_mark"}
 _CHUNK = 500  # keys per "IN (...)" query: well under SQLite's parameter limit
+_SYNC_MODES = ("OFF", "NORMAL", "FULL")
 
 
-class _CellsUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a cells record")
-
-
-def _loads(data: bytes) -> Cells:
-    cells: Cells = _CellsUnpickler(io.BytesIO(data)).load()
+def _loads(blob: bytes, key: bytes) -> Cells:
+    try:
+        cells = marshal.loads(blob)
+    except (ValueError, EOFError, TypeError) as exc:
+        raise StoreError(f"row {key!r}: a family record does not decode: {exc}") from exc
+    if type(cells) is not dict:
+        raise StoreError(f"row {key!r}: a family record holds a {type(cells).__name__}, not cells")
     return cells
 
 
 def _dumps(cells: Cells) -> bytes:
-    return pickle.dumps(cells, protocol=5)
-
-
-def _fetch_time(cells: Cells) -> int:
-    raw = cells.get(b"f:ts")
-    if raw is None or len(raw) != 8:
-        return 0
-    return int.from_bytes(raw, "big", signed=True)
+    return marshal.dumps(cells, 4)
 
 
 def _quote(name: str) -> str:
@@ -78,10 +78,21 @@ class EmbeddedStore:
     """The web table in a SQLite file at *path*, in the table *table_name*.
 
     *busy_timeout* (seconds) is how long a write waits for another process's write to finish
-    before failing with :exc:`StoreError`.
+    before failing with :exc:`StoreError`. *synchronous* is SQLite's ``synchronous`` pragma:
+    ``NORMAL`` (the default: safe against crashes of processes and of the machine), ``FULL``
+    (also durable to the last write on power loss) or ``OFF`` (fastest; safe when only processes
+    crash).
     """
 
-    def __init__(self, path: str | Path, table_name: str = "webpage", busy_timeout: float = 60.0):
+    def __init__(
+        self,
+        path: str | Path,
+        table_name: str = "webpage",
+        busy_timeout: float = 60.0,
+        synchronous: str = "NORMAL",
+    ):
+        if synchronous.upper() not in _SYNC_MODES:
+            raise ValueError(f"'synchronous' must be one of {_SYNC_MODES}, got {synchronous!r}")
         self.path = Path(path)
         self.table_name = table_name
         self._t = _quote(table_name)
@@ -94,8 +105,9 @@ class EmbeddedStore:
             )
             self._conn.execute("PRAGMA page_size = 16384")
             self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._conn.execute("PRAGMA cache_size = -65536")
+            self._conn.execute("PRAGMA wal_autocheckpoint = 4096")
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
 
@@ -128,7 +140,9 @@ class EmbeddedStore:
                 "INSERT OR IGNORE INTO nutchy_meta VALUES ('layout', ?)",
                 (
                     f"CREATE TABLE {t} (key BLOB PRIMARY KEY, fetch_time INTEGER NOT NULL,"
-                    " gen_mark BLOB, fetch_mark BLOB, upd_mark BLOB, cells BLOB NOT NULL)"
+                    " gen_mark BLOB, fetch_mark BLOB, upd_mark BLOB, "
+                    + ", ".join(f"{_quote(f)} BLOB" for f in _FAMILY_COLUMNS)
+                    + ")"
                 ),
                 f"CREATE TABLE {c} (key BLOB PRIMARY KEY, value BLOB NOT NULL)",
                 f"CREATE INDEX {_quote(name + '_due')} ON {t} (fetch_time, key)",
@@ -171,14 +185,14 @@ class EmbeddedStore:
     def get_many(
         self, keys: Sequence[bytes], columns: Sequence[bytes] | None = None
     ) -> dict[bytes, Cells]:
-        with_content = _wants_content(columns)
-        select = self._select(with_content)
+        reader = _Reader(columns)
+        select = reader.select(self._t, self._c)
         found: dict[bytes, Cells] = {}
         with self._lock:
             for i in range(0, len(keys), _CHUNK):
                 chunk = list(keys[i : i + _CHUNK])
                 sql = f"{select} WHERE w.key IN ({','.join('?' * len(chunk))})"
-                found.update(self._rows(self._query(sql, chunk), with_content, columns))
+                found.update(reader.rows(self._query(sql, chunk).fetchall()))
         return found
 
     def scan(
@@ -192,17 +206,18 @@ class EmbeddedStore:
         if scan is None:
             scan = Scan()
         start, stop = key_range(scan)
-        with_content = _wants_content(scan.columns)
         where = ["w.key >= ?"]
         args: list[Any] = [start]
         if stop is not None:
             where.append("w.key < ?")
             args.append(stop)
+        extra: list[bytes] = []
         python_marker: tuple[bytes, bytes] | None = None
         if scan.marker is not None:
             column = _MARKER_COLUMNS.get(scan.marker[0])
             if column is None:
                 python_marker = scan.marker
+                extra.append(b"mk:" + scan.marker[0])
             else:
                 where.append(f"w.{column} = ?")
                 args.append(scan.marker[1])
@@ -210,8 +225,9 @@ class EmbeddedStore:
         if scan.due_before is not None:
             where.append("w.fetch_time <= ?")
             args.append(scan.due_before)
+        reader = _Reader(scan.columns, extra)
         order = "w.fetch_time, w.key" if by_time else "w.key"
-        base = f"{self._select(with_content, by_time)} WHERE {' AND '.join(where)}"
+        base = f"{reader.select(self._t, self._c)} WHERE {' AND '.join(where)}"
         remaining = scan.limit
         after: tuple[Any, ...] | None = None
         while remaining is None or remaining > 0:
@@ -226,46 +242,26 @@ class EmbeddedStore:
                 raw = self._query(f"{sql} ORDER BY {order} LIMIT ?", [*page_args, n]).fetchall()
             if not raw:
                 return
-            after = (raw[-1][3], raw[-1][0]) if by_time else (raw[-1][0],)
-            for key, cells in self._rows(raw, with_content, scan.columns):
-                if python_marker is not None and (
-                    cells.get(b"mk:" + python_marker[0]) != python_marker[1]
-                ):
-                    continue
+            after = (raw[-1][1], raw[-1][0]) if by_time else (raw[-1][0],)
+            for key, cells in reader.rows(raw, python_marker):
                 yield key, cells
                 if remaining is not None:
                     remaining -= 1
             if len(raw) < n:
                 return
 
-    def _select(self, with_content: bool, with_time: bool = False) -> str:
-        cols = "w.key, w.cells, " + ("c.value" if with_content else "NULL")
-        if with_time:
-            cols += ", w.fetch_time"
-        join = f" LEFT JOIN {self._c} AS c ON c.key = w.key" if with_content else ""
-        return f"SELECT {cols} FROM {self._t} AS w{join}"
-
-    @staticmethod
-    def _rows(
-        raw: Any, with_content: bool, columns: Sequence[bytes] | None
-    ) -> Iterator[tuple[bytes, Cells]]:
-        wanted = _column_test(columns)
-        for record in raw:
-            key, blob, content = record[0], record[1], record[2]
-            cells = _loads(blob)
-            if with_content and content is not None:
-                cells[CONTENT_COLUMN] = content
-            if wanted is not None:
-                cells = {c: v for c, v in cells.items() if wanted(c)}
-                if not cells:
-                    continue
-            yield key, cells
-
     # --- writes --------------------------------------------------------------------------------
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates* in one transaction: all of them, or none if anything fails."""
         merged = coalesce(updates)
+        for update in merged:
+            for family in _families_of(update):
+                if family not in _FAMILY_INDEX:
+                    raise StoreError(
+                        f"{self}: row {update.key!r}: no column family {family!r}"
+                        f" (the table has {', '.join(_FAMILY_COLUMNS)})"
+                    )
         if merged:
             with self._lock:
                 self._transaction(lambda: self._apply(merged))
@@ -281,22 +277,24 @@ class EmbeddedStore:
     def _apply(self, updates: list[RowUpdate]) -> None:
         conn = self._conn
         t, c = self._t, self._c
+        families = ", ".join(_quote(f) for f in _FAMILY_COLUMNS)
         upsert = (
-            f"INSERT INTO {t} (key, fetch_time, gen_mark, fetch_mark, upd_mark, cells)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
-            " fetch_time = excluded.fetch_time, gen_mark = excluded.gen_mark,"
-            " fetch_mark = excluded.fetch_mark, upd_mark = excluded.upd_mark,"
-            " cells = excluded.cells"
+            f"INSERT INTO {t} (key, fetch_time, gen_mark, fetch_mark, upd_mark, {families})"
+            f" VALUES ({', '.join('?' * (5 + len(_FAMILY_COLUMNS)))}) ON CONFLICT (key) DO UPDATE"
+            " SET fetch_time = excluded.fetch_time, gen_mark = excluded.gen_mark,"
+            " fetch_mark = excluded.fetch_mark, upd_mark = excluded.upd_mark, "
+            + ", ".join(f"{_quote(f)} = excluded.{_quote(f)}" for f in _FAMILY_COLUMNS)
+        )
+        read = (
+            f"SELECT w.key, w.fetch_time, w.gen_mark, w.fetch_mark, w.upd_mark, {families},"
+            f" EXISTS (SELECT 1 FROM {c} WHERE key = w.key) FROM {t} AS w WHERE w.key IN "
         )
         for i in range(0, len(updates), _CHUNK):
             chunk = updates[i : i + _CHUNK]
-            marks = ",".join("?" * len(chunk))
             old = {
-                key: (blob, has_content)
-                for key, blob, has_content in conn.execute(
-                    f"SELECT w.key, w.cells, EXISTS (SELECT 1 FROM {c} WHERE key = w.key)"
-                    f" FROM {t} AS w WHERE w.key IN ({marks})",
-                    [u.key for u in chunk],
+                record[0]: record
+                for record in conn.execute(
+                    read + f"({','.join('?' * len(chunk))})", [u.key for u in chunk]
                 )
             }
             rows: list[tuple[Any, ...]] = []
@@ -304,28 +302,21 @@ class EmbeddedStore:
             drop_content: list[tuple[bytes]] = []
             drop_rows: list[tuple[bytes]] = []
             for update in chunk:
-                blob, had_content = old.get(update.key, (None, False))
-                cells = _loads(blob) if blob is not None else {}
-                content_state = _apply_update(cells, update)
-                has_content = had_content if content_state is None else content_state is not False
-                if isinstance(content_state, bytes):
-                    contents.append((update.key, content_state))
-                elif content_state is False and had_content:
-                    drop_content.append((update.key,))
-                if not cells and not has_content:
-                    if blob is not None:
+                record = old.get(update.key)
+                row = _Row.from_record(record) if record else _Row.new(update.key)
+                content = row.apply(update)
+                if isinstance(content, bytes):
+                    contents.append((update.key, content))
+                    row.has_content = True
+                elif content is False:
+                    if row.has_content:
+                        drop_content.append((update.key,))
+                    row.has_content = False
+                if row.is_empty():
+                    if record:
                         drop_rows.append((update.key,))
                     continue
-                rows.append(
-                    (
-                        update.key,
-                        _fetch_time(cells),
-                        cells.get(b"mk:_gnmrk_"),
-                        cells.get(b"mk:_ftcmrk_"),
-                        cells.get(b"mk:_updmrk_"),
-                        _dumps(cells),
-                    )
-                )
+                rows.append(row.record())
             conn.executemany(upsert, rows)
             if contents:
                 conn.executemany(
@@ -374,37 +365,140 @@ class EmbeddedStore:
         conn.execute("COMMIT")
 
 
-def _apply_update(cells: Cells, update: RowUpdate) -> bytes | bool | None:
-    """Apply *update* to *cells* in place; return the new content: bytes when it was put,
-    ``False`` when it was deleted, ``None`` when untouched."""
-    content: bytes | bool | None = None
-    for family in update.replace:
-        prefix = family + b":"
-        for column in [col for col in cells if col.startswith(prefix)]:
-            del cells[column]
-        if family == b"f":
-            content = False
-    for column, value in update.puts.items():
-        if column == CONTENT_COLUMN:
-            content = value
+def _families_of(update: RowUpdate) -> set[bytes]:
+    families = set(update.replace)
+    families.update(c.partition(b":")[0] for c in update.puts)
+    families.update(c.partition(b":")[0] for c in update.deletes)
+    return families
+
+
+class _Row:
+    """One record of the table while a write changes it: family blobs are decoded only when the
+    write touches their family."""
+
+    __slots__ = ("blobs", "fetch_time", "has_content", "key", "marks")
+
+    def __init__(
+        self,
+        key: bytes,
+        fetch_time: int,
+        marks: list[bytes | None],
+        blobs: list[bytes | Cells | None],
+        has_content: bool,
+    ) -> None:
+        self.key = key
+        self.fetch_time = fetch_time
+        self.marks = marks
+        self.blobs = blobs
+        self.has_content = has_content
+
+    @classmethod
+    def new(cls, key: bytes) -> _Row:
+        return cls(key, 0, [None, None, None], [None] * len(FAMILIES), False)
+
+    @classmethod
+    def from_record(cls, record: Sequence[Any]) -> _Row:
+        return cls(record[0], record[1], list(record[2:5]), list(record[5:-1]), bool(record[-1]))
+
+    def _family(self, index: int) -> Cells:
+        blob = self.blobs[index]
+        if blob is None:
+            cells: Cells = {}
+        elif isinstance(blob, bytes):
+            cells = _loads(blob, self.key)
         else:
-            cells[column] = value
-    for column in update.deletes:
-        if column == CONTENT_COLUMN:
-            content = False
-        else:
-            cells.pop(column, None)
-    return content
+            return blob
+        self.blobs[index] = cells
+        return cells
+
+    def apply(self, update: RowUpdate) -> bytes | bool | None:
+        """Apply *update*; return the new content: bytes when put, ``False`` when deleted,
+        ``None`` when untouched."""
+        content: bytes | bool | None = None
+        for family in update.replace:
+            self.blobs[_FAMILY_INDEX[family]] = {}
+            if family == b"f":
+                content = False
+        for column, value in update.puts.items():
+            if column == CONTENT_COLUMN:
+                content = value
+            else:
+                self._family(_FAMILY_INDEX[column.partition(b":")[0]])[column] = value
+        for column in update.deletes:
+            if column == CONTENT_COLUMN:
+                content = False
+            else:
+                self._family(_FAMILY_INDEX[column.partition(b":")[0]]).pop(column, None)
+        f = self.blobs[0]
+        if isinstance(f, dict):
+            raw = f.get(b"f:ts")
+            self.fetch_time = (
+                int.from_bytes(raw, "big", signed=True) if raw and len(raw) == 8 else 0
+            )
+        mk = self.blobs[_FAMILY_INDEX[b"mk"]]
+        if isinstance(mk, dict):
+            self.marks = [mk.get(b"mk:" + name) for name in _MARKER_COLUMNS]
+        return content
+
+    def is_empty(self) -> bool:
+        return not self.has_content and not any(self.blobs)
+
+    def record(self) -> tuple[Any, ...]:
+        blobs = [(_dumps(b) if b else None) if isinstance(b, dict) else b for b in self.blobs]
+        return (self.key, self.fetch_time, *self.marks, *blobs)
 
 
-def _wants_content(columns: Sequence[bytes] | None) -> bool:
-    return columns is None or CONTENT_COLUMN in columns or b"f" in columns
+class _Reader:
+    """Turns selected records into cells, decoding only the families a read asks for.
 
+    *extra* columns are read for a test in Python and dropped from the result unless asked.
+    """
 
-def _column_test(columns: Sequence[bytes] | None) -> Any:
-    """A predicate on ``b"fam:qual"`` for the requested columns, or ``None`` for all columns."""
-    if columns is None:
-        return None
-    exact = {c for c in columns if b":" in c}
-    families = tuple(c + b":" for c in columns if b":" not in c)
-    return lambda col: col in exact or col.startswith(families)
+    def __init__(self, columns: Sequence[bytes] | None, extra: Sequence[bytes] = ()) -> None:
+        self.exact: set[bytes] | None = None
+        if columns is None:
+            self.families = list(range(len(FAMILIES)))
+            self.content = True
+            self.drop: set[bytes] = set()
+            return
+        wanted = set(columns)
+        whole = {c for c in wanted if b":" not in c}
+        self.exact = {c for c in wanted if b":" in c and c.partition(b":")[0] not in whole}
+        # A column of a family the table lacks reads as missing, as in HBase.
+        needed = {c.partition(b":")[0] for c in wanted | set(extra)}
+        self.families = sorted(_FAMILY_INDEX[f] for f in needed if f in _FAMILY_INDEX)
+        self.content = CONTENT_COLUMN in wanted or b"f" in wanted
+        self.drop = {c for c in extra if c not in wanted and c.partition(b":")[0] not in whole}
+        self.whole = {c + b":" for c in whole}
+        if not self.exact and not self.drop:
+            self.exact = None  # whole families only: nothing to filter
+
+    def select(self, table: str, content_table: str) -> str:
+        cols = ["w.key", "w.fetch_time", "c.value" if self.content else "NULL"]
+        cols += [f"w.{_quote(_FAMILY_COLUMNS[i])}" for i in self.families]
+        join = f" LEFT JOIN {content_table} AS c ON c.key = w.key" if self.content else ""
+        return f"SELECT {', '.join(cols)} FROM {table} AS w{join}"
+
+    def rows(
+        self, records: Sequence[Any], marker: tuple[bytes, bytes] | None = None
+    ) -> Iterator[tuple[bytes, Cells]]:
+        exact, drop = self.exact, self.drop
+        test = marker and (b"mk:" + marker[0], marker[1])
+        for record in records:
+            cells: Cells = {}
+            for blob in record[3:]:
+                if blob is not None:
+                    cells.update(_loads(blob, record[0]))
+            if record[2] is not None:
+                cells[CONTENT_COLUMN] = record[2]
+            if test and cells.get(test[0]) != test[1]:
+                continue
+            if exact is not None:
+                whole = tuple(self.whole)
+                cells = {
+                    c: v
+                    for c, v in cells.items()
+                    if c not in drop and (c in exact or c.startswith(whole))
+                }
+            if cells:
+                yield record[0], cells

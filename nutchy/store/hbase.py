@@ -154,8 +154,12 @@ class HBaseStore:
         """Run *work(connection)* on a pooled connection, turning Thrift errors into ours."""
         try:
             with self._pool.connection(timeout=self.timeout / 1000) as conn:
-                conn.open()
-                return work(conn)
+                try:
+                    conn.open()
+                    return work(conn)
+                except (TException, OSError):
+                    conn.close()  # the pool gives it a new socket; close the broken one
+                    raise
         except (TException, OSError) as exc:
             text = str(exc) or type(exc).__name__
             if "TableNotFound" in text or "table does not exist" in text.lower():
@@ -191,8 +195,9 @@ class HBaseStore:
             self._call(lambda conn: conn.delete_table(self._short_name, disable=True))
 
     def close(self) -> None:
-        """Close every pooled connection (happybase pools have no close of their own)."""
-        with contextlib.ExitStack() as stack:
+        """Close every pooled connection (happybase pools have no close of their own). Closing a
+        store whose server has gone away does not fail."""
+        with contextlib.suppress(TException, OSError), contextlib.ExitStack() as stack:
             for _ in range(self._pool_size):
                 try:
                     conn = stack.enter_context(self._pool.connection(timeout=self.timeout / 1000))

@@ -344,22 +344,28 @@ class RowUpdate:
 def coalesce(updates: Iterable[RowUpdate]) -> list[RowUpdate]:
     """One update per row key, in first-seen order, each the merge of that key's updates.
 
-    Raises :exc:`TypeError` for a value that is not bytes, before anything is written.
+    Raises :exc:`TypeError` for a value that is not bytes, before anything is written. The
+    updates given are never modified.
     """
     merged: dict[bytes, RowUpdate] = {}
+    copied: set[bytes] = set()
     for update in updates:
-        for column, value in update.puts.items():
-            if not isinstance(value, bytes):
-                raise TypeError(
-                    f"row {update.key!r}: the value of column {column!r} must be bytes,"
-                    f" got {type(value).__name__}"
-                )
+        if not all(type(value) is bytes for value in update.puts.values()):
+            bad = next(c for c, v in update.puts.items() if type(v) is not bytes)
+            raise TypeError(
+                f"row {update.key!r}: the value of column {bad!r} must be bytes,"
+                f" got {type(update.puts[bad]).__name__}"
+            )
         first = merged.get(update.key)
         if first is None:
-            merged[update.key] = RowUpdate(
-                update.key, dict(update.puts), set(update.deletes), set(update.replace)
-            )
+            merged[update.key] = update  # copied only if a later update must merge into it
         else:
+            if update.key not in copied:
+                first = RowUpdate(
+                    first.key, dict(first.puts), set(first.deletes), set(first.replace)
+                )
+                merged[update.key] = first
+                copied.add(update.key)
             first.merge(update)
     return list(merged.values())
 
