@@ -81,7 +81,7 @@ class InvalidURL(ValueError):
         return f"invalid URL {self.url!r}: {self.reason}"
 
 
-#: Schemes that can be reversed into a row key (those java.net.URL understood in Nutch's setup).
+#: Schemes that get row keys: those Nutch's protocol plugins fetch (protocol-http, -ftp, -file).
 _SCHEMES: Final = frozenset({"http", "https", "ftp", "file"})
 
 #: Ports that :func:`normalize_url` removes because they are the scheme's default.
@@ -394,7 +394,7 @@ def _ascii_host(host: str, scheme: str, url: str) -> str:
 
 
 def _normalize_fast(url: str) -> str | None:
-    """Return *url* if it is recognisably normalized already, else ``None``."""
+    """Return *url* if it is recognizably normalized already, else ``None``."""
     match = _NORMALIZED_RE.fullmatch(url)
     if match is None or "/." in match.group(3):
         return None
@@ -439,8 +439,8 @@ def normalize_url(url: str) -> str:
     """Return nutchy's canonical spelling of *url*, the form row keys are built from.
 
     Every URL goes through this function before :func:`reverse_url`, whether it comes from a
-    seed file, an outlink or a redirect. It does what Nutch's ``urlnormalizer-basic`` does and
-    what one row per resource needs:
+    seed file, an outlink or a redirect. It plays the part of Nutch's ``urlnormalizer-basic``,
+    so that one resource gets one row:
 
     - whitespace and control characters around the URL are stripped; inside it, control
       characters (tab and newline included) are refused and spaces are percent-encoded;
