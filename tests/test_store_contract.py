@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from nutchy.exceptions import StoreError
 from nutchy.store.base import Scan
 from nutchy.store.schema import RowUpdate, build_update
 
@@ -230,3 +231,13 @@ def test_threads_sharing_a_store_lose_no_entry(store):
     for t in threads:
         t.join()
     assert len(store.get(b"target", [b"il"])) == 80
+
+
+def test_a_family_the_table_lacks_is_refused_and_nothing_is_written(store):
+    with pytest.raises(StoreError):
+        store.write([RowUpdate(b"a", {b"f:st": b"1"}), RowUpdate(b"b", {b"nope:x": b"1"})])
+    assert store.get(b"b") is None
+    # a column without a family separator is no column at all
+    with pytest.raises((StoreError, ValueError)):
+        store.write([RowUpdate(b"c", {b"f": b"1"})])
+    assert store.get(b"c") is None

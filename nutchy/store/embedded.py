@@ -254,17 +254,17 @@ class EmbeddedStore:
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates* in one transaction: all of them, or none if anything fails."""
-        merged = coalesce(updates)
-        for update in merged:
-            for family in _families_of(update):
-                if family not in _FAMILY_INDEX:
-                    raise StoreError(
-                        f"{self}: row {update.key!r}: no column family {family!r}"
-                        f" (the table has {', '.join(_FAMILY_COLUMNS)})"
-                    )
-        if merged:
+        changes = [_Change(update) for update in coalesce(updates)]
+        for change in changes:
+            unknown = change.families - _FAMILY_INDEX.keys()
+            if unknown:
+                raise StoreError(
+                    f"{self}: row {change.key!r}: no column family {min(unknown)!r}"
+                    f" (the table has {', '.join(_FAMILY_COLUMNS)})"
+                )
+        if changes:
             with self._lock:
-                self._transaction(lambda: self._apply(merged))
+                self._transaction(lambda: self._apply(changes))
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         def delete() -> None:
@@ -274,7 +274,7 @@ class EmbeddedStore:
         with self._lock:
             self._transaction(delete)
 
-    def _apply(self, updates: list[RowUpdate]) -> None:
+    def _apply(self, updates: list[_Change]) -> None:
         conn = self._conn
         t, c = self._t, self._c
         families = ", ".join(_quote(f) for f in _FAMILY_COLUMNS)
@@ -304,7 +304,8 @@ class EmbeddedStore:
             for update in chunk:
                 record = old.get(update.key)
                 row = _Row.from_record(record) if record else _Row.new(update.key)
-                content = row.apply(update)
+                row.apply(update)
+                content = update.content
                 if isinstance(content, bytes):
                     contents.append((update.key, content))
                     row.has_content = True
@@ -365,11 +366,34 @@ class EmbeddedStore:
         conn.execute("COMMIT")
 
 
-def _families_of(update: RowUpdate) -> set[bytes]:
-    families = set(update.replace)
-    families.update(c.partition(b":")[0] for c in update.puts)
-    families.update(c.partition(b":")[0] for c in update.deletes)
-    return families
+class _Change:
+    """A row update with its cells grouped by family, the content apart."""
+
+    __slots__ = ("content", "deletes", "families", "key", "puts", "replace")
+
+    def __init__(self, update: RowUpdate) -> None:
+        self.key = update.key
+        self.replace = update.replace
+        #: bytes when the content is put, False when deleted, None when untouched
+        self.content: bytes | bool | None = False if b"f" in update.replace else None
+        puts: dict[bytes, Cells] = {}
+        for column, value in update.puts.items():
+            family = column[: column.find(b":")]
+            cells = puts.get(family)
+            if cells is None:
+                cells = puts[family] = {}
+            cells[column] = value
+        deletes: dict[bytes, list[bytes]] = {}
+        for column in update.deletes:
+            deletes.setdefault(column[: column.find(b":")], []).append(column)
+        f = puts.get(b"f")
+        if f is not None and CONTENT_COLUMN in f:
+            self.content = f.pop(CONTENT_COLUMN)
+        if CONTENT_COLUMN in deletes.get(b"f", ()):
+            self.content = False
+        self.puts = puts
+        self.deletes = deletes
+        self.families = set(puts) | set(deletes) | set(update.replace)
 
 
 class _Row:
@@ -411,24 +435,16 @@ class _Row:
         self.blobs[index] = cells
         return cells
 
-    def apply(self, update: RowUpdate) -> bytes | bool | None:
-        """Apply *update*; return the new content: bytes when put, ``False`` when deleted,
-        ``None`` when untouched."""
-        content: bytes | bool | None = None
-        for family in update.replace:
+    def apply(self, change: _Change) -> None:
+        """Apply *change* to the families it touches (not to the content)."""
+        for family in change.replace:
             self.blobs[_FAMILY_INDEX[family]] = {}
-            if family == b"f":
-                content = False
-        for column, value in update.puts.items():
-            if column == CONTENT_COLUMN:
-                content = value
-            else:
-                self._family(_FAMILY_INDEX[column.partition(b":")[0]])[column] = value
-        for column in update.deletes:
-            if column == CONTENT_COLUMN:
-                content = False
-            else:
-                self._family(_FAMILY_INDEX[column.partition(b":")[0]]).pop(column, None)
+        for family, cells in change.puts.items():
+            self._family(_FAMILY_INDEX[family]).update(cells)
+        for family, columns in change.deletes.items():
+            cells = self._family(_FAMILY_INDEX[family])
+            for column in columns:
+                cells.pop(column, None)
         f = self.blobs[0]
         if isinstance(f, dict):
             raw = f.get(b"f:ts")
@@ -438,7 +454,6 @@ class _Row:
         mk = self.blobs[_FAMILY_INDEX[b"mk"]]
         if isinstance(mk, dict):
             self.marks = [mk.get(b"mk:" + name) for name in _MARKER_COLUMNS]
-        return content
 
     def is_empty(self) -> bool:
         return not self.has_content and not any(self.blobs)

@@ -88,6 +88,19 @@ def due_filter(due_before: int) -> bytes:
     )
 
 
+def _describe(exc: BaseException) -> str:
+    """The message of a Thrift or socket error (HBase's IOError carries bytes)."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    if not message:
+        try:
+            message = str(exc)
+        except TypeError:
+            message = repr(exc)
+    return f"{type(exc).__name__}: {message}"
+
+
 class HBaseStore:
     """The web table in HBase, reached through the Thrift1 server at *host*:*port*.
 
@@ -161,7 +174,7 @@ class HBaseStore:
                     conn.close()  # the pool gives it a new socket; close the broken one
                     raise
         except (TException, OSError) as exc:
-            text = str(exc) or type(exc).__name__
+            text = _describe(exc)
             if "TableNotFound" in text or "table does not exist" in text.lower():
                 raise TableMissing(
                     f"table {self.table_name!r} does not exist on {self.host}:{self.port};"

@@ -350,7 +350,7 @@ def coalesce(updates: Iterable[RowUpdate]) -> list[RowUpdate]:
     merged: dict[bytes, RowUpdate] = {}
     copied: set[bytes] = set()
     for update in updates:
-        if not all(type(value) is bytes for value in update.puts.values()):
+        if not set(map(type, update.puts.values())) <= {bytes}:
             bad = next(c for c, v in update.puts.items() if type(v) is not bytes)
             raise TypeError(
                 f"row {update.key!r}: the value of column {bad!r} must be bytes,"
