@@ -33,6 +33,7 @@ import logging
 import marshal
 import sqlite3
 import threading
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -366,6 +367,32 @@ class EmbeddedStore:
         conn.execute("COMMIT")
 
 
+#: For each family, the first column of it and the first column after it, in byte order.
+_FAMILY_BOUNDS = [(family, family + b":", family + b";") for family in FAMILIES]
+
+
+def _group(puts: Cells) -> dict[bytes, Cells]:
+    """*puts* split by family. Sorting the columns (in C) and cutting the sorted list at each
+    family's bounds costs far less than looking at every column in Python."""
+    columns = sorted(puts)
+    get = puts.__getitem__
+    groups: dict[bytes, Cells] = {}
+    found = 0
+    for family, low, high in _FAMILY_BOUNDS:
+        lo = bisect_left(columns, low)
+        hi = bisect_left(columns, high, lo)
+        if lo < hi:
+            part = columns[lo:hi]
+            groups[family] = dict(zip(part, map(get, part), strict=True))
+            found += hi - lo
+    if found != len(columns):  # columns of families the table lacks: group them too
+        known = {c for cells in groups.values() for c in cells}
+        for column in columns:
+            if column not in known:
+                groups.setdefault(column[: column.find(b":")], {})[column] = puts[column]
+    return groups
+
+
 class _Change:
     """A row update with its cells grouped by family, the content apart."""
 
@@ -376,13 +403,7 @@ class _Change:
         self.replace = update.replace
         #: bytes when the content is put, False when deleted, None when untouched
         self.content: bytes | bool | None = False if b"f" in update.replace else None
-        puts: dict[bytes, Cells] = {}
-        for column, value in update.puts.items():
-            family = column[: column.find(b":")]
-            cells = puts.get(family)
-            if cells is None:
-                cells = puts[family] = {}
-            cells[column] = value
+        puts = _group(update.puts)
         deletes: dict[bytes, list[bytes]] = {}
         for column in update.deletes:
             deletes.setdefault(column[: column.find(b":")], []).append(column)
