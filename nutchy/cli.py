@@ -9,13 +9,33 @@ from __future__ import annotations
 
 import argparse
 import logging
+import secrets
 import sys
+import time
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from nutchy.config import load_settings
+from nutchy.core.generate import new_batch_id
+from nutchy.core.inject import InjectMode
 from nutchy.exceptions import NutchError
+from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
+from nutchy.jobs.inject import InjectOptions, SeedPathError, inject, seed_files
+from nutchy.jobs.readdb import (
+    DUMP_FORMATS,
+    dump,
+    page_lines,
+    parse_status_filter,
+    read_page,
+    table_stats,
+    top_scored,
+)
+from nutchy.progress import Progress
 from nutchy.store import open_table
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +84,174 @@ def build_parser() -> argparse.ArgumentParser:
             )
         sub.set_defaults(run=_storage)
 
+    inject = _subcommand(
+        commands,
+        "inject",
+        "add seed URLs to the web table",
+        "Read seed URLs (Nutch's seed line format) from a file or from the files of a directory,"
+        " normalize and filter them, and add them to the web table, creating it if needed."
+        " URLs already in the table are kept as they are unless -overwrite or -update says"
+        " otherwise. Exit code 0 when seeds were read, 1 when nothing could be read.",
+    )
+    add_inject_arguments(inject)
+    inject.set_defaults(run=_inject)
+
+    generate = _subcommand(
+        commands,
+        "generate",
+        "select the next batch of URLs to fetch",
+        "Select due URLs by score (at most -topN, and at most NUTCH_GENERATE_MAX_COUNT per host"
+        " or domain), mark them with a batch id and print the batch id. Exit code 0 when URLs"
+        " were selected, 1 when none were (as Nutch's, so scripts can loop on it).",
+    )
+    generate.add_argument(
+        "-topN",
+        dest="top_n",
+        type=_positive_int,
+        metavar="N",
+        help="select at most N URLs (default: no limit)",
+    )
+    generate.add_argument(
+        "-batchId",
+        dest="batch_id",
+        type=_batch_id,
+        metavar="ID",
+        help="the batch id to write (default: <epoch seconds>-<random number>)",
+    )
+    generate.add_argument(
+        "-numFetchers",
+        dest="num_fetchers",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="split the batch into K partitions by host, domain or IP"
+        " (NUTCH_PARTITION_URL_MODE; default 1)",
+    )
+    generate.add_argument(
+        "-adddays",
+        dest="add_days",
+        type=int,
+        default=0,
+        metavar="D",
+        help="select URLs due D days from now (default 0)",
+    )
+    generate.add_argument(
+        "-noFilter",
+        dest="filter_urls",
+        action="store_false",
+        help="do not apply the URL filter (NUTCH_GENERATE_FILTER)",
+    )
+    generate.add_argument(
+        "-noNorm",
+        dest="normalize",
+        action="store_false",
+        help="do not skip URLs that are not normalized (NUTCH_GENERATE_NORMALISE)",
+    )
+    generate.set_defaults(run=_generate)
+
+    readdb = _subcommand(
+        commands,
+        "readdb",
+        "show what the web table holds",
+        "Print statistics of the table (-stats), one row (-url), the best-scored URLs (-topN),"
+        " or dump rows to a file (-dump).",
+    )
+    action = readdb.add_mutually_exclusive_group(required=True)
+    action.add_argument("-stats", action="store_true", help="print statistics of the table")
+    action.add_argument("-url", metavar="URL", help="print every field of the row of URL")
+    action.add_argument("-dump", metavar="DIR", help="write the rows to DIR/<table>.<format>")
+    action.add_argument(
+        "-topN",
+        dest="top_n",
+        type=_positive_int,
+        metavar="N",
+        help="print the N URLs with the highest score",
+    )
+    readdb.add_argument(
+        "-topHosts",
+        dest="top_hosts",
+        type=_positive_int,
+        default=10,
+        metavar="N",
+        help="with -stats: how many of the hosts with most rows to list (default 10)",
+    )
+    readdb.add_argument(
+        "-format",
+        dest="fmt",
+        choices=DUMP_FORMATS,
+        default="jsonl",
+        help="with -dump: jsonl (every field, default) or csv (scalar fields)",
+    )
+    readdb.add_argument(
+        "-status",
+        metavar="S",
+        help="with -dump: only rows of this status (a name such as fetched, or a number)",
+    )
+    readdb.add_argument(
+        "-regex", metavar="R", help="with -dump: only rows whose URL matches R (re.search)"
+    )
+    readdb.add_argument(
+        "-content", action="store_true", help="with -dump: add the raw content (base64)"
+    )
+    readdb.add_argument("-text", action="store_true", help="with -dump: add the parsed text")
+    readdb.set_defaults(run=_readdb)
     return parser
+
+
+def _subcommand(
+    commands: argparse._SubParsersAction[_Parser],
+    name: str,
+    summary: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    sub = commands.add_parser(name, help=summary, description=description, allow_abbrev=False)
+    _common(sub)
+    return sub
+
+
+def add_inject_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``nutchy inject`` (also used by ``scrapy inject``)."""
+    parser.add_argument("seeds", metavar="SEEDS", help="a seed file, or a directory of seed files")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument(
+        "-overwrite",
+        dest="mode",
+        action="store_const",
+        const=InjectMode.OVERWRITE,
+        help="reset the schedule, score and batch marks of URLs already in the table",
+    )
+    existing.add_argument(
+        "-update",
+        dest="mode",
+        action="store_const",
+        const=InjectMode.UPDATE,
+        help="apply only the seed line's own score, interval and metadata to known URLs",
+    )
+    parser.set_defaults(mode=InjectMode.KEEP)
+    parser.add_argument(
+        "-noFilter",
+        dest="filter_urls",
+        action="store_false",
+        help="do not apply the URL filter (NUTCH_URLFILTER_REGEX_FILE)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _batch_id(text: str) -> str:
+    if not text or len(text) > 256 or not text.isprintable() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"a batch id is 1 to 256 printable characters without spaces, got {text!r}"
+        )
+    return text
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -100,10 +287,183 @@ def _storage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _inject(args: argparse.Namespace) -> int:
+    return run_inject(_settings(args), args.seeds, mode=args.mode, filter_urls=args.filter_urls)
+
+
+def run_inject(
+    settings: BaseSettings,
+    seeds: str,
+    *,
+    mode: InjectMode = InjectMode.KEEP,
+    filter_urls: bool = True,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Inject *seeds* into the table of *settings*, print a summary; return the exit code.
+
+    This is ``nutchy inject`` and ``scrapy inject``: 0 when seed lines were read (whatever
+    became of them), 1 when nothing could be read.
+    """
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    options = InjectOptions.from_settings(settings, mode=mode, filter_urls=filter_urls)
+    try:
+        files = seed_files(seeds)
+    except SeedPathError as exc:
+        print(f"nutchy inject: nothing injected: {exc}", file=err)
+        return 1
+    with open_table(settings) as table, Progress("inject", unit="lines", total=_size(files)) as bar:
+        result = inject(table, files, options, now=_now(), progress=bar)
+        name = table.name
+    for problem in result.unreadable:
+        print(f"nutchy inject: cannot read {problem}", file=err)
+    rows = [
+        ("lines read", result.lines),
+        ("injected", result.injected),
+        ("already known", result.known),
+        ("overwritten", result.overwritten),
+        ("updated", result.updated),
+        ("duplicates", result.duplicates),
+        ("filtered", result.filtered),
+        ("malformed", result.malformed),
+    ]
+    print(f"Injected {result.injected} new URLs into table {name}", file=out)
+    for label, value in rows:
+        print(f"  {label + ':':<15}{value:>10}", file=out)
+    for line in result.malformed_lines:
+        print(f"  malformed line {line}", file=out)
+    if result.malformed > len(result.malformed_lines):
+        print(f"  … and {result.malformed - len(result.malformed_lines)} more", file=out)
+    if result.lines == 0:
+        print("nutchy inject: nothing could be read from the seed files", file=err)
+        return 1
+    return 0
+
+
+def _size(files: Sequence[Path]) -> int | None:
+    try:
+        return sum(f.stat().st_size for f in files)
+    except OSError:
+        return None
+
+
+def _generate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    options = GenerateOptions.from_settings(
+        settings,
+        top_n=args.top_n,
+        num_fetchers=args.num_fetchers,
+        filter_urls=args.filter_urls,
+        normalize=args.normalize,
+    )
+    now = _now()
+    batch_id = args.batch_id or new_batch_id(now, secrets.randbelow(2**31))
+    with open_table(settings) as table, Progress("generate: due rows read") as bar:
+        result = generate(
+            table, options, now=now, batch_id=batch_id, add_days=args.add_days, progress=bar
+        )
+    print(f"nutchy generate: {_generate_summary(result)}", file=sys.stderr)
+    if result.undecodable:
+        print(f"nutchy generate: skipped {result.undecodable} undecodable rows", file=sys.stderr)
+    if not result.selected:
+        print("nutchy generate: 0 URLs selected, no batch written", file=sys.stderr)
+        return 1
+    parts = ""
+    if len(result.partitions) > 1:
+        parts = (
+            f" in {len(result.partitions)} partitions ({', '.join(map(str, result.partitions))})"
+        )
+    print(
+        f"nutchy generate: batch {batch_id}: {result.selected} URLs selected{parts}",
+        file=sys.stderr,
+    )
+    print(batch_id)
+    return 0
+
+
+def _generate_summary(result: GenerateResult) -> str:
+    counts = result.counts
+    reasons = [
+        (counts.generated, "in unfinished batches"),
+        (counts.not_due, "not due"),
+        (counts.distance, "beyond NUTCH_GENERATE_MAX_DISTANCE"),
+        (counts.min_score, "below NUTCH_GENERATE_MIN_SCORE"),
+        (counts.malformed, "with a malformed URL"),
+        (counts.unnormalized, "not normalized"),
+        (counts.filtered, "filtered"),
+        (counts.limited, "over -topN or NUTCH_GENERATE_MAX_COUNT"),
+    ]
+    text = f"{counts.seen} due rows read, {counts.selected} selected"
+    left_out = [f"{n} {reason}" for n, reason in reasons if n]
+    if left_out:
+        text += "; left out: " + ", ".join(left_out)
+    if counts.expired:
+        text += f"; {counts.expired} taken back from batches older than NUTCH_CRAWL_GEN_DELAY"
+    return text
+
+
+def _readdb(args: argparse.Namespace) -> int:
+    if args.dump is None:
+        stray = [
+            flag
+            for flag, given in (
+                ("-format", args.fmt != "jsonl"),
+                ("-status", args.status is not None),
+                ("-regex", args.regex is not None),
+                ("-content", args.content),
+                ("-text", args.text),
+            )
+            if given
+        ]
+        if stray:
+            print(f"nutchy readdb: {', '.join(stray)} only applies to -dump", file=sys.stderr)
+            return 2
+    settings = _settings(args)
+    status = None if args.status is None else parse_status_filter(args.status)
+    with open_table(settings) as table:
+        if args.stats:
+            with Progress("readdb -stats") as bar:
+                stats = table_stats(table, now=_now(), progress=bar)
+            print("\n".join(stats.lines(args.top_hosts)))
+        elif args.url is not None:
+            page = read_page(table, args.url)
+            if page is None:
+                print(f"nutchy readdb: {args.url} is not in table {table.name}", file=sys.stderr)
+                return 1
+            print("\n".join(page_lines(page)))
+        elif args.dump is not None:
+            with Progress("readdb -dump") as bar:
+                path, count = dump(
+                    table,
+                    args.dump,
+                    fmt=args.fmt,
+                    status=status,
+                    regex=args.regex,
+                    content=args.content,
+                    text=args.text,
+                    progress=bar,
+                )
+            print(f"Dumped {count} rows to {path}")
+        else:
+            with Progress("readdb -topN") as bar:
+                best = top_scored(table, args.top_n, progress=bar)
+            for score, url in best:
+                print(f"{score:.6g}\t{url}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``nutchy`` command; return its exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse has printed
+        return exc.code if isinstance(exc.code, int) else 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",

@@ -9,6 +9,84 @@ Alphabetical order.
 # (nutchy only) Directory of the crawl's local files: the embedded store's file lives here.
 NUTCH_CRAWL_DIR = "crawl"
 
+# How long (ms) a generate mark locks a row: after that the batch counts as abandoned and its rows
+# can be generated again (Nutch 1.x's rule; Nutch 2.x never reads it). -1 keeps marks forever, as
+# Nutch 2.x does in effect.
+NUTCH_CRAWL_GEN_DELAY = 604800000
+
+# Fetch interval (s) of injected URLs that give none, and of new rows: 30 days.
+NUTCH_DB_FETCH_INTERVAL_DEFAULT = 2592000
+
+# Longest fetch interval (s): a page due further ahead than this is treated as due now, its
+# interval cut to 90% of it. 90 days.
+NUTCH_DB_FETCH_INTERVAL_MAX = 7776000
+
+# Whether redirects (at fetch) and outlinks (at parse) to another host are ignored.
+NUTCH_DB_IGNORE_EXTERNAL_LINKS = False
+
+# Score of injected URLs that give none (also their OPIC cash).
+NUTCH_DB_SCORE_INJECTED = 1.0
+
+# (nutchy only) Seconds between two writes of fetch outcomes at most, however few are waiting.
+NUTCH_FETCHER_FLUSH_INTERVAL = 2.0
+
+# (nutchy only) Fetch outcomes buffered before they are written in one batch. A fetch killed at
+# any moment loses at most twice this many outcomes, plus the fetches in flight.
+NUTCH_FETCHER_FLUSH_SIZE = 100
+
+# Whether a fetch skips the rows of its batch that already have a fetch mark (-a resume=true).
+NUTCH_FETCHER_JOB_RESUME = False
+
+# Longest robots.txt Crawl-delay (s) honoured: the pages of a host asking for more are recorded as
+# ROBOTS_DENIED. -1: honour any delay.
+NUTCH_FETCHER_MAX_CRAWL_DELAY = 30
+
+# Shortest delay (s) between requests to a queue that a robots.txt Crawl-delay may ask for; -1
+# means NUTCH_FETCHER_SERVER_DELAY (Nutch 1.x, NUTCH-2775; Nutch 2.x takes any Crawl-delay).
+NUTCH_FETCHER_MIN_CRAWL_DELAY = -1.0
+
+# In-memory fetch entries per fetch slot: CONCURRENT_REQUESTS times this many rows in all, and
+# NUTCH_FETCHER_THREADS_PER_QUEUE times this many per queue.
+NUTCH_FETCHER_QUEUE_DEPTH_MULTIPLIER = 50
+
+# What a fetch queue (and its politeness) groups URLs by: "byHost", "byDomain" or "byIP".
+NUTCH_FETCHER_QUEUE_MODE = "byHost"
+
+# Delay (s) between the end of one request to a queue and the start of the next, when a queue
+# fetches one page at a time.
+NUTCH_FETCHER_SERVER_DELAY = 5.0
+
+# Delay (s) between requests to a queue that fetches several pages at a time.
+NUTCH_FETCHER_SERVER_MIN_DELAY = 0.0
+
+# Whether fetched content is stored; when not, an empty content is written in its place.
+NUTCH_FETCHER_STORE_CONTENT = True
+
+# Requests in flight per queue at most.
+NUTCH_FETCHER_THREADS_PER_QUEUE = 1
+
+# Minutes after which a fetch stops taking new URLs and ends, leaving the rest of the batch for a
+# resumed fetch (-a timelimit=MIN); -1: no limit.
+NUTCH_FETCHER_TIMELIMIT_MINS = -1
+
+# What generate counts URLs per for NUTCH_GENERATE_MAX_COUNT: "host" or "domain".
+NUTCH_GENERATE_COUNT_MODE = "host"
+
+# Whether generate applies the URL filter (-noFilter turns it off for one run).
+NUTCH_GENERATE_FILTER = True
+
+# At most this many URLs per host or domain in one batch; -1 (or 0) for no limit.
+NUTCH_GENERATE_MAX_COUNT = -1
+
+# Generate skips URLs whose link distance from a seed (the "dist" marker) is larger; -1: no limit.
+NUTCH_GENERATE_MAX_DISTANCE = -1
+
+# Generate skips URLs whose sort value (OPIC: score squared) is below this.
+NUTCH_GENERATE_MIN_SCORE = 0.0
+
+# Whether generate skips rows whose URL is not normalized (-noNorm turns it off for one run).
+NUTCH_GENERATE_NORMALISE = True
+
 # Rows a scan reads per page. Nutch reads 10000; nutchy reads 1000 because a page of rows with
 # content costs ~13 MB per 1000 rows in memory.
 NUTCH_GORA_BUFFER_READ_LIMIT = 1000
@@ -34,6 +112,43 @@ NUTCH_HBASE_TIMEOUT = 10000
 # (nutchy only) Thrift transport of the server: "buffered" or "framed".
 NUTCH_HBASE_TRANSPORT = "buffered"
 
+# Bytes of content kept of each response; the rest is not downloaded and the content is marked
+# truncated. -1: no limit (Scrapy's DOWNLOAD_MAXSIZE still applies).
+NUTCH_HTTP_CONTENT_LIMIT = 65536
+
+# Redirects followed within a fetch (Nutch 1.x); 0 records each redirect on its row and leaves
+# the target to a later round, as Nutch 2.x always does.
+NUTCH_HTTP_REDIRECT_MAX = 0
+
+# Whether a robots.txt answering 403 allows everything (True) or forbids everything.
+NUTCH_HTTP_ROBOTS_403_ALLOW = True
+
+# Whether a robots.txt answering 5xx or 429 defers the host's pages instead of allowing them
+# (Nutch 1.x, NUTCH-2573).
+NUTCH_HTTP_ROBOTS_503_DEFER_VISITS = True
+
+# How long (ms) a host is deferred when its robots.txt answers 5xx or 429.
+NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_DELAY = 300000
+
+# Deferrals of one host after which its remaining pages are left for a later fetch.
+NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_RETRIES = 3
+
+# Whether the response time (ms) is stored in mtdt:_rs_.
+NUTCH_HTTP_STORE_RESPONSETIME = True
+
+# Timeout (ms) of one request.
+NUTCH_HTTP_TIMEOUT = 10000
+
+# (nutchy only) Seconds allowed to resolve one host when partitioning by IP; a host that does not
+# resolve in time is partitioned by its name.
+NUTCH_PARTITION_RESOLVE_TIMEOUT = 5.0
+
+# What generate's partitions (-numFetchers) group URLs by: "byHost", "byDomain" or "byIP".
+NUTCH_PARTITION_URL_MODE = "byHost"
+
+# Seed mixed into the partition hash, as in Nutch's URLPartitioner.
+NUTCH_PARTITION_URL_SEED = 0
+
 # Prefix of the table name: "<crawl id>_webpage", or "webpage" when empty.
 NUTCH_STORAGE_CRAWL_ID = ""
 
@@ -41,3 +156,10 @@ NUTCH_STORAGE_CRAWL_ID = ""
 # nutchy.store.hbase.HBaseStore (HBase through its Thrift1 server). Nutch's own
 # org.apache.gora.hbase.store.HBaseStore is accepted as a name for the latter.
 NUTCH_STORAGE_DATA_STORE_CLASS = "nutchy.store.embedded.EmbeddedStore"
+
+# Whether the server's IP address is stored in mtdt:_ip_.
+NUTCH_STORE_IP_ADDRESS = False
+
+# Rule file of the regex URL filter (Nutch's regex-urlfilter.txt format); empty for nutchy's own
+# rules (nutchy/core/regex-urlfilter.txt).
+NUTCH_URLFILTER_REGEX_FILE = ""

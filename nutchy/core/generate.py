@@ -1,0 +1,452 @@
+"""Generate: choose the next batch of URLs to fetch.
+
+:class:`Selector` reads pages one at a time, in any order, and keeps the batch that Nutch's
+GeneratorJob would select, exactly: due pages, by descending sort value (OPIC's score², then the
+URL in ascending order), at most ``generate.max.count`` per host or per domain, at most *topN* in
+all. Memory holds at most *topN* pages, plus one small heap per host that has pages among them.
+
+>>> from nutchy.core.webpage import WebPage
+>>> pages = [WebPage(f"aaa:http/{i:03d}", score=float(i)) for i in range(101)]
+>>> selector = Selector(GenerateConfig(top_n=2), cur_time=0)
+>>> selector.add_all(pages)
+>>> [s.url for s in selector.result()]
+['http://aaa/100', 'http://aaa/099']
+
+The algorithm
+-------------
+
+Nutch sorts every candidate by sort value and walks the list from the top: a URL whose host
+already has ``max.count`` selected URLs is skipped, and the walk stops after *topN* selected. A
+URL is therefore selected exactly when (a) it is among the ``max.count`` best candidates of its
+host, and (b) it is among the *topN* best of the URLs that satisfy (a). Call the URLs that satisfy
+(a) the *eligible* ones.
+
+The selector keeps the best *topN* eligible URLs seen so far, in a global min-heap (worst at the
+top), and for each host a min-heap of that host's URLs among them. A new candidate:
+
+1. is dropped if the global heap is full and the candidate is worse than its worst entry;
+2. is dropped if its host heap holds ``max.count`` entries, all better than the candidate;
+   otherwise, if the host heap is full, the candidate replaces the host's worst entry, which
+   leaves both heaps (it is marked dead in the global heap and skipped when it surfaces);
+3. is pushed on both heaps; if the global heap now holds more than *topN* live entries, the
+   worst one is popped, and it is also the worst entry of its host heap, so it leaves that too.
+
+Dropping is safe because the *topN*-th best eligible value only ever rises: a new candidate
+either adds an eligible URL or replaces one by a better one. A candidate dropped in step 1 can
+never come back into the best *topN*; a host entry popped in step 3 is worse than the new
+threshold, so it can no longer stop a later URL of its host that could be selected (such a URL
+would have to be better than the threshold, hence better than the popped entry). A host whose
+heap empties is forgotten, so memory stays within *topN* entries and the hosts that own them.
+
+Steps 1 and 2 only compare numbers, so the URL checks that cost more (normalization, the URL
+filter) run after them, on the candidates still in the running. The selection is the same as if
+every row had been checked; only the counters of filtered and unnormalized URLs are then counts
+among the candidates that reached that stage.
+
+Partitions (``-numFetchers``) do not take part in the selection: the batch is selected as a whole,
+so *topN* is exact whatever the number of partitions (Nutch divides it among its reducers and
+rounds down), and each selected URL is then given a partition by :func:`partition_for`.
+
+Generate marks
+--------------
+
+A row that already carries a generate mark (``mk:_gnmrk_``) belongs to a batch that has not been
+through updatedb yet and is skipped, unless that batch was generated more than ``crawl.gen.delay``
+ms before *cur_time*: then the batch is taken as abandoned and the row can be selected again
+(Nutch 1.x's rule; Nutch 2.x defines the setting but never reads it, so its marks never expire).
+The generate time is read from the mark itself when the batch id has Nutch's ``<epoch
+seconds>-<number>`` form (:func:`batch_time`), and otherwise from ``mtdt:_ngt_``, an 8-byte
+big-endian time in ms that nutchy writes beside a batch id that carries no time (the key Nutch 1.x
+uses for the same purpose; Nutch 2.x ignores it). A mark whose time cannot be known never expires.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import Final, NamedTuple
+
+from nutchy.core.schedule import should_fetch
+from nutchy.core.status import Mark
+from nutchy.core.urlfilter import RegexURLFilter
+from nutchy.core.urls import HOST_KEY_MODES, InvalidURL, host_key, normalize_url
+from nutchy.core.webpage import WebPage
+
+__all__ = [
+    "COUNT_MODES",
+    "GENERATE_TIME_KEY",
+    "PARTITION_KEY",
+    "GenerateConfig",
+    "GenerateCounts",
+    "Selected",
+    "Selector",
+    "batch_time",
+    "generator_sort_value",
+    "java_string_hash",
+    "new_batch_id",
+    "partition_for",
+    "read_generate_time",
+]
+
+#: ``mtdt`` key of the generate time (8-byte big-endian ms), written when the batch id has none.
+GENERATE_TIME_KEY: Final = "_ngt_"
+#: ``mtdt`` key of the partition of a generated row (4-byte big-endian int), for the fetcher.
+PARTITION_KEY: Final = "_npt_"
+#: Valid values of ``generate.count.mode``.
+COUNT_MODES: Final = HOST_KEY_MODES
+
+# "<epoch seconds>-<number>": the ids of GeneratorJob.randomBatchId and bin/crawl. Nine or more
+# digits of seconds (after 1973) so that ids such as "1-1" are not read as times.
+_TIMED_BATCH_ID: Final = re.compile(r"([1-9][0-9]{8,11})-[0-9]+")
+
+# bytes.translate table turning ascending byte order into descending order.
+_INVERT: Final = bytes(range(255, -1, -1))
+
+
+def new_batch_id(now: int, nonce: int) -> str:
+    """A batch id in Nutch's format, ``<epoch seconds>-<nonce>``, for a generate at *now* (ms).
+
+    >>> new_batch_id(1_443_000_000_123, 1234567890)
+    '1443000000-1234567890'
+    """
+    if nonce < 0:
+        raise ValueError(f"'nonce' must be >= 0, got {nonce!r}")
+    return f"{now // 1000}-{nonce}"
+
+
+def batch_time(batch_id: str) -> int | None:
+    """The generate time (ms) a batch id carries, or ``None`` if it does not have Nutch's form.
+
+    >>> batch_time("1443000000-1234567890")
+    1443000000000
+    >>> batch_time("my-batch") is None, batch_time("1-1") is None
+    (True, True)
+    """
+    match = _TIMED_BATCH_ID.fullmatch(batch_id)
+    return None if match is None else int(match.group(1)) * 1000
+
+
+def read_generate_time(page: WebPage) -> int | None:
+    """When the batch in *page*'s generate mark was generated (ms), if that can be known.
+
+    >>> read_generate_time(WebPage("k:http/", markers={"_gnmrk_": "1443000000-7"}))
+    1443000000000
+    >>> read_generate_time(WebPage("k:http/", markers={"_gnmrk_": "b"},
+    ...                            metadata={"_ngt_": (5).to_bytes(8, "big")}))
+    5
+    """
+    mark = page.markers.get(Mark.GENERATE)
+    if mark is None:
+        return None
+    timed = batch_time(mark)
+    if timed is not None:
+        return timed
+    raw = page.metadata.get(GENERATE_TIME_KEY)
+    if raw is None or len(raw) != 8:
+        return None
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def generator_sort_value(page: WebPage) -> float:
+    """OPIC's ``generatorSortValue``: the score times the score the generator passes in.
+
+    Ranking by score² is ranking by score for the usual non-negative scores; ``generate.min.score``
+    is compared with this value, as in Nutch.
+
+    >>> generator_sort_value(WebPage("k:http/", score=0.5))
+    0.25
+    """
+    return page.score * page.score
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` of *text*, a signed 32-bit int (over UTF-16 code units).
+
+    >>> java_string_hash("www.example.com")
+    -1878290138
+    """
+    data = text.encode("utf-16-be")
+    h = 0
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str, partitions: int, seed: int = 0) -> int:
+    """The partition (0 to *partitions* - 1) of URLs whose host, domain or IP is *key*.
+
+    The formula of Nutch's ``URLPartitioner``, ``((hashCode(key) ^ seed) & 0x7fffffff) %
+    partitions`` with Java's ``String.hashCode``, so nutchy and Nutch give a host the same
+    partition. It is stable across processes and machines (unlike Python's ``hash``).
+
+    >>> partition_for("www.example.com", 2)
+    0
+    """
+    if partitions < 1:
+        raise ValueError(f"'partitions' must be >= 1, got {partitions!r}")
+    if partitions == 1:
+        return 0
+    return ((java_string_hash(key) ^ seed) & 0x7FFFFFFF) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateConfig:
+    """What generate selects; every value comes from a Nutch property or a generate option.
+
+    *top_n* is ``-topN`` (``None``: no limit). *max_count* is ``generate.max.count``: at most this
+    many URLs per host or domain (*count_mode*, ``generate.count.mode``); -1 or 0 means no limit,
+    as in Nutch. *min_score* (``generate.min.score``) is compared with the sort value;
+    *max_distance* (``generate.max.distance``, -1 for none) caps the ``dist`` marker.
+    *gen_delay* (``crawl.gen.delay``, ms) is how long a generate mark locks a row; -1 means
+    forever, as in Nutch 2.x. *max_interval* is ``db.fetch.interval.max`` (s). *normalize* skips
+    rows whose URL is not normalized (``-noNorm`` turns the check off) and *url_filter*, when
+    given, skips the URLs it rejects. *sort_value* is the scoring filter's sort value.
+    """
+
+    top_n: int | None = None
+    max_count: int = -1
+    count_mode: str = "host"
+    min_score: float = 0.0
+    max_distance: int = -1
+    gen_delay: int = 604_800_000
+    max_interval: int = 7_776_000
+    normalize: bool = True
+    url_filter: RegexURLFilter | None = None
+    sort_value: Callable[[WebPage], float] = generator_sort_value
+
+    def __post_init__(self) -> None:
+        if self.top_n is not None and self.top_n < 1:
+            raise ValueError(f"'top_n' must be >= 1 or None, got {self.top_n!r}")
+        if self.max_count < -1:
+            raise ValueError(f"'max_count' must be >= -1, got {self.max_count!r}")
+        if self.count_mode not in COUNT_MODES:
+            raise ValueError(
+                f"'count_mode' must be one of {', '.join(COUNT_MODES)}, got {self.count_mode!r}"
+            )
+        if math.isnan(self.min_score):
+            raise ValueError("'min_score' must be a number, got nan")
+        if self.max_distance < -1:
+            raise ValueError(f"'max_distance' must be >= -1, got {self.max_distance!r}")
+        if self.gen_delay < -1:
+            raise ValueError(f"'gen_delay' must be >= -1, got {self.gen_delay!r}")
+        if self.max_interval < 1:
+            raise ValueError(f"'max_interval' must be >= 1, got {self.max_interval!r}")
+
+
+@dataclass(slots=True)
+class GenerateCounts:
+    """What happened to the rows a selector saw.
+
+    *seen* = *generated* + *distance* + *not_due* + *min_score* + *malformed* + *unnormalized*
+    + *filtered* + *limited* + *selected*. *expired* counts the rows among them whose old
+    generate mark had expired (they went on to the other checks).
+    """
+
+    seen: int = 0
+    generated: int = 0
+    expired: int = 0
+    distance: int = 0
+    not_due: int = 0
+    min_score: int = 0
+    malformed: int = 0
+    unnormalized: int = 0
+    filtered: int = 0
+    limited: int = 0
+    selected: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    """One selected row: its key and URL, its sort value, and the fetch interval to write back
+    when :func:`~nutchy.core.schedule.should_fetch` corrected it (``None`` otherwise)."""
+
+    key: str
+    url: str
+    sort_value: float
+    fetch_interval: int | None = None
+
+
+class _Slot:
+    """The changing part of a heap entry: the selection, its host key, and whether it is live."""
+
+    __slots__ = ("alive", "host", "selected")
+
+    def __init__(self, selected: Selected, host: str) -> None:
+        self.selected = selected
+        self.host = host
+        self.alive = True
+
+
+class _Entry(NamedTuple):
+    """A heap entry, ordered worst first: by sort value, then by URL descending.
+
+    *inverted* is the URL's bytes with every byte complemented, plus a terminator, so that
+    ascending order of *inverted* is descending order of the URL. *seq* makes entries unique, so
+    that comparisons never reach *slot*. Plain tuples keep every comparison of the heaps in C.
+    """
+
+    sort_value: float
+    inverted: bytes
+    seq: int
+    slot: _Slot
+
+
+class Selector:
+    """Keeps the batch of the pages it is given; see the module docstring for the algorithm.
+
+    *config* says what to select and *cur_time* (ms) is the time a page must be due at (now,
+    plus ``-adddays``). Feed pages with :meth:`add` or :meth:`add_all`, in any order, each row
+    once; then :meth:`result` gives the batch and :attr:`counts` what happened to every row.
+
+    A page must carry ``fetch_time``, ``fetch_interval``, ``score`` and ``markers`` (and
+    ``metadata`` with ``_ngt_`` for marks whose batch id has no time).
+    """
+
+    def __init__(self, config: GenerateConfig, cur_time: int) -> None:
+        self.config = config
+        self.cur_time = cur_time
+        self.counts = GenerateCounts()
+        self._limit = config.top_n
+        self._max_count = max(0, config.max_count)
+        self._top: list[_Entry] = []
+        self._live = 0
+        self._seq = 0
+        self._hosts: dict[str, list[_Entry]] = {}
+
+    def add_all(self, pages: Iterable[WebPage]) -> None:
+        for page in pages:
+            self.add(page)
+
+    def add(self, page: WebPage) -> None:
+        """Consider one page."""
+        config = self.config
+        counts = self.counts
+        counts.seen += 1
+        markers = page.markers
+        if Mark.GENERATE in markers:
+            if not self._mark_expired(page):
+                counts.generated += 1
+                return
+            counts.expired += 1
+        if config.max_distance > -1:
+            distance = _distance(markers.get(Mark.DISTANCE))
+            if distance is not None and distance > config.max_distance:
+                counts.distance += 1
+                return
+        due = should_fetch(page.fetch_time, page.fetch_interval, self.cur_time, config.max_interval)
+        if not due.due:
+            counts.not_due += 1
+            return
+        sort_value = config.sort_value(page)
+        if math.isnan(sort_value):  # ranks below everything
+            sort_value = -math.inf
+        if sort_value < config.min_score:
+            counts.min_score += 1
+            return
+        # Steps 1 and 2 of the algorithm: cheap comparisons before the costly URL checks. The
+        # sort value alone settles most candidates; the URL is needed only to break a tie.
+        full = self._limit is not None and self._live >= self._limit
+        if full:
+            self._drop_dead()
+            if sort_value < self._top[0].sort_value:
+                counts.limited += 1
+                return
+        try:
+            url = page.url
+            host = host_key(url, config.count_mode) if self._max_count else ""
+        except InvalidURL:
+            counts.malformed += 1
+            return
+        self._seq += 1
+        slot = _Slot(_NO_SELECTION, host)
+        entry = _Entry(sort_value, url.encode().translate(_INVERT) + b"\xff", self._seq, slot)
+        if full and entry < self._top[0]:
+            counts.limited += 1
+            return
+        host_heap = self._hosts.get(host) if self._max_count else None
+        if host_heap is not None and len(host_heap) >= self._max_count and entry < host_heap[0]:
+            counts.limited += 1
+            return
+        if config.normalize:
+            try:
+                normalized = normalize_url(url)
+            except InvalidURL:
+                counts.malformed += 1
+                return
+            if normalized != url:
+                counts.unnormalized += 1
+                return
+        if config.url_filter is not None and not config.url_filter.accepts(url):
+            counts.filtered += 1
+            return
+        interval = due.fetch_interval if due.fetch_interval != page.fetch_interval else None
+        slot.selected = Selected(page.key, url, sort_value, interval)
+        self._admit(entry, host_heap)
+
+    def _admit(self, entry: _Entry, host_heap: list[_Entry] | None) -> None:
+        if self._max_count:
+            if host_heap is None:
+                self._hosts[entry.slot.host] = [entry]
+            elif len(host_heap) >= self._max_count:
+                worst = heapq.heapreplace(host_heap, entry)
+                worst.slot.alive = False
+                self._live -= 1
+                self.counts.limited += 1
+            else:
+                heapq.heappush(host_heap, entry)
+        heapq.heappush(self._top, entry)
+        self._live += 1
+        if self._limit is not None and self._live > self._limit:
+            self._drop_dead()
+            worst = heapq.heappop(self._top)
+            worst.slot.alive = False
+            self._live -= 1
+            self.counts.limited += 1
+            if self._max_count:
+                host = worst.slot.host
+                host_heap = self._hosts[host]
+                # The global worst is the worst of its host too, so it is the host heap's root.
+                popped = heapq.heappop(host_heap)
+                assert popped is worst
+                if not host_heap:
+                    del self._hosts[host]
+        if len(self._top) > 2 * self._live + 1024:
+            self._top = [e for e in self._top if e.slot.alive]
+            heapq.heapify(self._top)
+
+    def _drop_dead(self) -> None:
+        top = self._top
+        while top and not top[0].slot.alive:
+            heapq.heappop(top)
+
+    def _mark_expired(self, page: WebPage) -> bool:
+        delay = self.config.gen_delay
+        if delay < 0:
+            return False
+        generated = read_generate_time(page)
+        return generated is not None and generated + delay <= self.cur_time
+
+    def result(self) -> list[Selected]:
+        """The batch, best first (sort value descending, then URL ascending)."""
+        entries = sorted((e for e in self._top if e.slot.alive), reverse=True)
+        self.counts.selected = len(entries)
+        return [e.slot.selected for e in entries]
+
+
+_NO_SELECTION: Final = Selected("", "", 0.0)
+
+
+def _distance(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None

@@ -1,0 +1,293 @@
+"""The inject job: seed files into the web table.
+
+:func:`inject` reads seed files line by line (never a whole file at once), turns each line into
+a :class:`~nutchy.core.inject.Seed` with :mod:`nutchy.core.inject`, drops URLs the URL filter
+rejects and repeats of a URL met earlier in the same run, and writes the rest in chunks: for each
+chunk it asks the table which rows exist (one ``get_many``), then applies the merge rule of
+:func:`~nutchy.core.inject.seed_change` through a buffered writer. Memory holds one chunk and the
+set of row keys seen so far (to drop repeats), whatever the size of the seed files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Final
+
+from nutchy.core.inject import (
+    MAX_LINE_BYTES,
+    InjectMode,
+    InjectOutcome,
+    MalformedSeed,
+    Seed,
+    decode_seed_line,
+    make_seed,
+    parse_seed_line,
+    seed_change,
+)
+from nutchy.exceptions import NutchError
+from nutchy.jobs import _settings
+from nutchy.store.schema import RowUpdate, build_update
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+    from nutchy.core.urlfilter import RegexURLFilter
+    from nutchy.progress import Progress
+    from nutchy.store.table import TableWriter, WebTable
+
+__all__ = ["InjectOptions", "InjectResult", "SeedPathError", "inject", "seed_files"]
+
+logger = logging.getLogger(__name__)
+
+#: Malformed lines quoted in the result (the rest are only counted).
+MAX_EXAMPLES: Final = 5
+#: Characters of a malformed line quoted in the result.
+_EXCERPT: Final = 80
+#: The fields read to tell whether a row exists.
+_EXISTS_FIELDS: Final = ("fetch_time", "markers")
+
+
+class SeedPathError(NutchError):
+    """The seed path names nothing inject can read: it is missing, or a directory with no seed
+    file in it."""
+
+
+@dataclass(frozen=True, slots=True)
+class InjectOptions:
+    """The settings inject runs with.
+
+    *fetch_interval* and *score* are the defaults for seeds that give none
+    (``NUTCH_DB_FETCH_INTERVAL_DEFAULT``, ``NUTCH_DB_SCORE_INJECTED``); *url_filter* rejects
+    URLs (``None``: no filtering); *mode* says what to do to URLs already in the table.
+    """
+
+    fetch_interval: int
+    score: float
+    url_filter: RegexURLFilter | None
+    mode: InjectMode = InjectMode.KEEP
+
+    @classmethod
+    def from_settings(
+        cls, settings: BaseSettings, *, mode: InjectMode = InjectMode.KEEP, filter_urls: bool = True
+    ) -> InjectOptions:
+        return cls(
+            fetch_interval=_settings.get_int(settings, "NUTCH_DB_FETCH_INTERVAL_DEFAULT", 1),
+            score=_settings.get_float(settings, "NUTCH_DB_SCORE_INJECTED"),
+            url_filter=_settings.url_filter(settings) if filter_urls else None,
+            mode=mode,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedLine:
+    """A seed line that was not injected: where it is, how it starts, and why."""
+
+    path: str
+    line_number: int
+    excerpt: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line_number}: {self.reason}: {self.excerpt}"
+
+
+@dataclass(slots=True)
+class InjectResult:
+    """What inject did.
+
+    *lines* counts every line read, blank and comment lines included. Each seed line ends in
+    exactly one of *injected*, *known*, *overwritten*, *updated*, *duplicates* (the URL came
+    earlier in this run), *filtered* and *malformed*; the first :data:`MAX_EXAMPLES` malformed
+    lines are quoted in *malformed_lines*. *unreadable* lists files that could not be opened.
+    """
+
+    files: int = 0
+    lines: int = 0
+    injected: int = 0
+    known: int = 0
+    overwritten: int = 0
+    updated: int = 0
+    duplicates: int = 0
+    filtered: int = 0
+    malformed: int = 0
+    malformed_lines: list[MalformedLine] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def written(self) -> int:
+        """Rows written: injected, overwritten and updated."""
+        return self.injected + self.overwritten + self.updated
+
+
+def seed_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The seed files at *path*: the file itself, or the files of a directory.
+
+    As in Nutch (through Hadoop's input format), a directory's regular files are read, not its
+    subdirectories, and names starting with ``.`` or ``_`` are skipped (hidden files, ``_SUCCESS``
+    markers). Files come in name order. :class:`SeedPathError` if there is nothing to read.
+    """
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if not root.exists():
+        raise SeedPathError(f"seed path {str(root)!r} does not exist")
+    if not root.is_dir():
+        raise SeedPathError(f"seed path {str(root)!r} is neither a file nor a directory")
+    files = sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    if not files:
+        raise SeedPathError(f"seed directory {str(root)!r} holds no seed file")
+    return files
+
+
+def inject(
+    table: WebTable,
+    files: Sequence[Path],
+    options: InjectOptions,
+    *,
+    now: int,
+    chunk_size: int = 1000,
+    progress: Progress | None = None,
+) -> InjectResult:
+    """Inject the seeds of *files* into *table* at time *now* (ms); create the table if needed.
+
+    Rows are written through ``table.writer()`` in chunks of *chunk_size* seeds; a failure of
+    the store stops the job, and the chunks written before it stay written (inject can simply be
+    run again: with the default mode, seeds already injected are kept as they are).
+    """
+    if chunk_size < 1:
+        raise ValueError(f"'chunk_size' must be >= 1, got {chunk_size!r}")
+    table.create()
+    result = InjectResult()
+    seen: set[str] = set()
+    chunk: list[Seed] = []
+    templates: dict[tuple[float | None, int | None], RowUpdate] = {}
+    with table.writer() as writer:
+        for path in files:
+            try:
+                handle = path.open("rb")
+            except OSError as exc:
+                result.unreadable.append(f"{path}: {exc.strerror or exc}")
+                logger.warning("Cannot read seed file %s: %s", path, exc)
+                continue
+            result.files += 1
+            with handle:
+                for number, raw in _numbered_lines(handle, progress):
+                    result.lines += 1
+                    seed = _seed(raw, options, result, str(path), number)
+                    if seed is None:
+                        continue
+                    if seed.key in seen:
+                        result.duplicates += 1
+                        continue
+                    seen.add(seed.key)
+                    chunk.append(seed)
+                    if len(chunk) >= chunk_size:
+                        _write_chunk(table, writer, chunk, options, now, result, templates)
+                        chunk = []
+        if chunk:
+            _write_chunk(table, writer, chunk, options, now, result, templates)
+    return result
+
+
+def _numbered_lines(handle: IO[bytes], progress: Progress | None) -> Iterator[tuple[int, bytes]]:
+    """The lines of *handle*, numbered from 1. A line longer than the limit is cut short after
+    ``MAX_LINE_BYTES + 1`` bytes (enough to be refused) and the rest of it is skipped unread."""
+    number = 0
+    position = 0
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES + 3)
+        if not raw:
+            return
+        number += 1
+        position += len(raw)
+        if len(raw) == MAX_LINE_BYTES + 3 and not raw.endswith(b"\n"):
+            while rest := handle.readline(1 << 20):
+                position += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+        if progress is not None:
+            progress.advance(1, position)
+        yield number, raw
+
+
+def _seed(
+    raw: bytes, options: InjectOptions, result: InjectResult, path: str, number: int
+) -> Seed | None:
+    try:
+        line = parse_seed_line(decode_seed_line(raw))
+        if line is None:
+            return None
+        seed = make_seed(line)
+    except MalformedSeed as exc:
+        result.malformed += 1
+        if len(result.malformed_lines) < MAX_EXAMPLES:
+            result.malformed_lines.append(MalformedLine(path, number, _excerpt(raw), str(exc)))
+        return None
+    if options.url_filter is not None and not options.url_filter.accepts(seed.url):
+        result.filtered += 1
+        return None
+    return seed
+
+
+def _excerpt(raw: bytes) -> str:
+    text = raw.rstrip(b"\r\n")[: _EXCERPT * 4].decode("utf-8", "backslashreplace")
+    shown = repr(text[:_EXCERPT])
+    return shown + ("…" if len(text) > _EXCERPT else "")
+
+
+def _write_chunk(
+    table: WebTable,
+    writer: TableWriter,
+    chunk: list[Seed],
+    options: InjectOptions,
+    now: int,
+    result: InjectResult,
+    templates: dict[tuple[float | None, int | None], RowUpdate],
+) -> None:
+    existing = table.get_many([seed.key for seed in chunk], _EXISTS_FIELDS)
+    for seed in chunk:
+        exists = seed.key in existing
+        if not exists and not seed.metadata:
+            # The common case, a new row from a plain URL line: its cells depend only on the
+            # score and interval, so they are encoded once and copied.
+            template = templates.get((seed.score, seed.fetch_interval))
+            if template is None:
+                template = _update(seed, False, options, now)
+                templates[seed.score, seed.fetch_interval] = template
+            writer.add(RowUpdate(seed.key.encode(), dict(template.puts)))
+            result.injected += 1
+            continue
+        change = seed_change(
+            seed,
+            exists=exists,
+            mode=options.mode,
+            now=now,
+            fetch_interval=options.fetch_interval,
+            score=options.score,
+        )
+        if change.outcome is InjectOutcome.KNOWN:
+            result.known += 1
+            continue
+        writer.add(build_update(seed.key, change.fields, change.entries))
+        if change.outcome is InjectOutcome.INJECTED:
+            result.injected += 1
+        elif change.outcome is InjectOutcome.OVERWRITTEN:
+            result.overwritten += 1
+        else:
+            result.updated += 1
+
+
+def _update(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowUpdate:
+    change = seed_change(
+        seed,
+        exists=exists,
+        mode=options.mode,
+        now=now,
+        fetch_interval=options.fetch_interval,
+        score=options.score,
+    )
+    return build_update(seed.key, change.fields, change.entries)

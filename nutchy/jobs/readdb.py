@@ -1,0 +1,442 @@
+"""The readdb job: what the web table holds.
+
+Every function here streams the table with the fewest fields it needs, so memory does not grow
+with the number of rows: :func:`table_stats` keeps counters (one per status, batch and host),
+:func:`top_scored` a heap of *n* rows, and :func:`dump` writes each row as it reads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime
+import heapq
+import json
+import math
+import os
+import re
+import struct
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+from nutchy.core.generate import GENERATE_TIME_KEY, PARTITION_KEY
+from nutchy.core.status import CrawlStatus, Mark, Metadata, crawl_status_name
+from nutchy.core.urls import InvalidURL, normalize_url, reverse_url, reversed_host, unreverse_host
+from nutchy.core.webpage import ALL_FIELDS, MAP_FIELDS, WebPage
+from nutchy.exceptions import NutchError
+
+if TYPE_CHECKING:
+    from nutchy.progress import Progress
+    from nutchy.store.table import WebTable
+
+__all__ = [
+    "DUMP_FORMATS",
+    "TableStats",
+    "dump",
+    "page_lines",
+    "page_record",
+    "parse_status_filter",
+    "read_page",
+    "table_stats",
+    "top_scored",
+]
+
+DUMP_FORMATS: Final = ("jsonl", "csv")
+_STATS_FIELDS: Final = ("status", "score", "fetch_time", "fetch_interval", "markers")
+_TOP_FIELDS: Final = ("score", "fetch_time")
+#: Fields dumped by default: everything but the raw content and the parsed text, which are most
+#: of a table's bytes (``-content`` and ``-text`` add them).
+_DUMP_FIELDS: Final = tuple(f for f in ALL_FIELDS if f not in ("content", "text"))
+#: ``mtdt`` keys whose bytes are numbers, with their struct format.
+_NUMERIC_METADATA: Final = {
+    Metadata.CASH: ">f",
+    Metadata.RESPONSE_TIME: ">i",
+    GENERATE_TIME_KEY: ">q",
+    PARTITION_KEY: ">i",
+}
+_CSV_COLUMNS: Final = (
+    "url",
+    "key",
+    "status",
+    "status_name",
+    "fetch_time",
+    "prev_fetch_time",
+    "fetch_interval",
+    "retries_since_fetch",
+    "score",
+    "modified_time",
+    "prev_modified_time",
+    "batch_id",
+    "base_url",
+    "repr_url",
+    "content_type",
+    "protocol_status",
+    "parse_status",
+    "title",
+    "signature",
+    "prev_signature",
+    "stm_priority",
+    "inlinks",
+    "outlinks",
+    "markers",
+    "metadata",
+)
+
+
+class ReadDbError(NutchError):
+    """readdb was asked something it cannot do: an unknown status, a bad regular expression,
+    a dump file that exists already."""
+
+
+@dataclass(slots=True)
+class _Summary:
+    """Minimum, maximum and sum of a series of numbers."""
+
+    count: int = 0
+    total: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+
+@dataclass(slots=True)
+class TableStats:
+    """Counts over the whole table.
+
+    *by_status* counts rows per crawl status; *score* and *fetch_interval* summarize those
+    fields; *due* counts rows due at the time given; *batches* counts rows per generate mark
+    (batches generated and not yet through updatedb); *hosts* counts rows per host, exactly.
+    """
+
+    rows: int = 0
+    by_status: Counter[int] = field(default_factory=Counter)
+    score: _Summary = field(default_factory=_Summary)
+    fetch_interval: _Summary = field(default_factory=_Summary)
+    fetch_time: _Summary = field(default_factory=_Summary)
+    due: int = 0
+    batches: Counter[str] = field(default_factory=Counter)
+    hosts: Counter[str] = field(default_factory=Counter)
+    undecodable: int = 0
+
+    def lines(self, top_hosts: int = 10) -> list[str]:
+        """The statistics as text, in the spirit of Nutch's ``readdb -stats``."""
+        out = [f"TOTAL urls:\t{self.rows}"]
+        for code, count in sorted(self.by_status.items()):
+            out.append(f"status {code} ({crawl_status_name(code)}):\t{count}")
+        if self.rows:
+            out += [
+                f"min score:\t{self.score.low:.6g}",
+                f"avg score:\t{self.score.mean:.6g}",
+                f"max score:\t{self.score.high:.6g}",
+                f"shortest fetch interval:\t{_duration(self.fetch_interval.low)}",
+                f"avg fetch interval:\t{_duration(self.fetch_interval.mean)}",
+                f"longest fetch interval:\t{_duration(self.fetch_interval.high)}",
+                f"earliest fetch time:\t{_when(int(self.fetch_time.low))}",
+                f"latest fetch time:\t{_when(int(self.fetch_time.high))}",
+                f"due now:\t{self.due}",
+            ]
+        for batch, count in sorted(self.batches.items()):
+            out.append(f"generated, batch {batch}:\t{count}")
+        if self.hosts:
+            out.append(f"hosts:\t{len(self.hosts)}")
+            for host, count in _top(self.hosts, top_hosts):
+                out.append(f"  {host}:\t{count}")
+        if self.undecodable:
+            out.append(f"rows skipped (a cell did not decode):\t{self.undecodable}")
+        return out
+
+
+def _top(counter: Counter[str], n: int) -> list[tuple[str, int]]:
+    """The *n* largest counts, ties by name."""
+    return heapq.nsmallest(n, counter.items(), key=lambda item: (-item[1], item[0]))
+
+
+def table_stats(table: WebTable, *, now: int, progress: Progress | None = None) -> TableStats:
+    """Statistics of the whole table, in one streaming scan."""
+    stats = TableStats()
+    skipped_before = table.skipped
+    host_of_key: dict[str, str] = {}
+    for page in table.scan(_STATS_FIELDS, skip_errors=True):
+        stats.rows += 1
+        stats.by_status[page.status] += 1
+        stats.score.add(page.score)
+        stats.fetch_interval.add(page.fetch_interval)
+        stats.fetch_time.add(page.fetch_time)
+        if page.fetch_time <= now:
+            stats.due += 1
+        mark = page.markers.get(Mark.GENERATE)
+        if mark is not None:
+            stats.batches[mark] += 1
+        try:
+            reversed_name = reversed_host(page.key)
+        except InvalidURL:
+            reversed_name = page.key
+        host = host_of_key.get(reversed_name)
+        if host is None:
+            host = host_of_key[reversed_name] = unreverse_host(reversed_name) or "(no host)"
+        stats.hosts[host] += 1
+        if progress is not None:
+            progress.advance()
+    stats.undecodable = table.skipped - skipped_before
+    return stats
+
+
+def read_page(table: WebTable, url: str) -> WebPage | None:
+    """The whole row of *url*, normalized first as inject normalizes it; ``None`` if missing.
+
+    A URL that does not normalize is looked up as it is written (a row written by another tool
+    may have such a key); one that cannot even be reversed raises :class:`ReadDbError`.
+    """
+    try:
+        key = reverse_url(normalize_url(url))
+    except InvalidURL:
+        try:
+            key = reverse_url(url)
+        except InvalidURL as exc:
+            raise ReadDbError(f"cannot look up {url!r}: {exc.reason}") from None
+    return table.get_key(key)
+
+
+def top_scored(
+    table: WebTable, n: int, *, progress: Progress | None = None
+) -> list[tuple[float, str]]:
+    """The *n* rows with the highest score, best first (ties by URL), as ``(score, url)``."""
+    if n < 1:
+        raise ValueError(f"'n' must be >= 1, got {n!r}")
+
+    def rows() -> Iterator[tuple[float, str]]:
+        for page in table.scan(_TOP_FIELDS, skip_errors=True):
+            if progress is not None:
+                progress.advance()
+            yield page.score, page.url
+
+    return heapq.nsmallest(n, rows(), key=lambda row: (-row[0], row[1]))
+
+
+def parse_status_filter(text: str) -> int:
+    """The crawl status a ``-status`` argument names: a number (``2``, ``0x22``) or a name
+    (``fetched``, ``status_fetched``, ``FETCHED``).
+
+    >>> parse_status_filter("fetched"), parse_status_filter("status_retry"), parse_status_filter("0x26")
+    (2, 34, 38)
+    """
+    name = text.strip().lower()
+    try:
+        return int(name, 0)
+    except ValueError:
+        pass
+    name = name.removeprefix("status_")
+    try:
+        return int(CrawlStatus[name.upper()])
+    except KeyError:
+        known = ", ".join(s.name.lower() for s in CrawlStatus)
+        raise ReadDbError(f"unknown status {text!r}; use a number or one of: {known}") from None
+
+
+def page_record(page: WebPage) -> dict[str, Any]:
+    """The row as JSON-ready values: times in ms, status names beside codes, binary values in
+    hex (signatures) or base64 (content), ``mtdt`` numbers decoded."""
+    record: dict[str, Any] = {"url": _url(page), "key": page.key}
+    for name in ALL_FIELDS:
+        if name not in page.loaded:
+            continue
+        value = getattr(page, name)
+        if name == "status":
+            record["status"] = value
+            record["status_name"] = crawl_status_name(value)
+        elif name == "protocol_status":
+            record[name] = (
+                None
+                if value is None
+                else {
+                    "code": value.code,
+                    "name": value.name,
+                    "args": list(value.args),
+                }
+            )
+        elif name == "parse_status":
+            record[name] = (
+                None
+                if value is None
+                else {
+                    "major": value.major,
+                    "minor": value.minor,
+                    "args": list(value.args),
+                }
+            )
+        elif name in ("signature", "prev_signature"):
+            record[name] = None if value is None else value.hex()
+        elif name == "content":
+            record["content_base64"] = None if value is None else base64.b64encode(value).decode()
+        elif name == "metadata":
+            record[name] = {key: _metadata_value(key, raw) for key, raw in sorted(value.items())}
+        elif name in MAP_FIELDS:
+            record[name] = dict(sorted(value.items()))
+        else:
+            record[name] = value
+    return record
+
+
+def _metadata_value(key: str, raw: bytes) -> Any:
+    fmt = _NUMERIC_METADATA.get(key)
+    if fmt is not None and len(raw) == struct.calcsize(fmt):
+        return struct.unpack(fmt, raw)[0]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(raw).decode()}
+
+
+def page_lines(page: WebPage) -> list[str]:
+    """Every field of the row, decoded, one ``name:<TAB>value`` line each (map entries indented
+    below their map)."""
+    record = page_record(page)
+    out = [f"url:\t{record.pop('url')}", f"key:\t{record.pop('key')}"]
+    status_name = record.pop("status_name", None)
+    for name, value in record.items():
+        if name == "status":
+            out.append(f"status:\t{value} ({status_name})")
+        elif name in ("fetch_time", "prev_fetch_time", "modified_time", "prev_modified_time"):
+            out.append(f"{name}:\t{value} ({_when(value)})" if value else f"{name}:\t0")
+        elif name == "fetch_interval":
+            out.append(f"{name}:\t{value} ({value / 86400:.2f} days)")
+        elif name == "content_base64":
+            size = "null" if page.content is None else f"{len(page.content)} bytes"
+            out.append(f"content:\t{size}")
+        elif name in ("protocol_status", "parse_status") and value is not None:
+            out.append(f"{name}:\t{json.dumps(value, ensure_ascii=False)}")
+        elif isinstance(value, dict):
+            out.append(f"{name}:\t{len(value)} entries")
+            out += [f"\t{key}:\t{_shown(entry)}" for key, entry in value.items()]
+        else:
+            out.append(f"{name}:\t{_shown(value)}")
+    return out
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def dump(
+    table: WebTable,
+    directory: str | os.PathLike[str],
+    *,
+    fmt: str = "jsonl",
+    status: int | None = None,
+    regex: str | None = None,
+    content: bool = False,
+    text: bool = False,
+    progress: Progress | None = None,
+) -> tuple[Path, int]:
+    """Write the rows of *table* to ``<directory>/<table name>.<fmt>``; return the file and the
+    number of rows written.
+
+    *fmt* is ``jsonl`` (one JSON object per row, every field; see :func:`page_record`) or
+    ``csv`` (one line per row, scalar fields, with the maps as counts or JSON). *status* keeps
+    the rows of one crawl status and *regex* the rows whose URL it matches (``re.search``).
+    *content* and *text* add the raw content (base64) and the parsed text. The file is written
+    under a temporary name and renamed when complete; an existing file is never overwritten.
+    """
+    if fmt not in DUMP_FORMATS:
+        raise ReadDbError(f"unknown dump format {fmt!r}; use one of: {', '.join(DUMP_FORMATS)}")
+    try:
+        pattern = None if regex is None else re.compile(regex)
+    except re.error as exc:
+        raise ReadDbError(f"invalid regular expression {regex!r}: {exc}") from None
+    out_dir = Path(directory)
+    target = out_dir / f"{table.name}.{fmt}"
+    if target.exists():
+        raise ReadDbError(f"{target} exists already; remove it or dump to another directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReadDbError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+    fields = _DUMP_FIELDS + (("content",) if content else ()) + (("text",) if text else ())
+    partial = out_dir / f".{target.name}.partial"
+    count = 0
+    with partial.open("w", encoding="utf-8", newline="") as stream:
+        if fmt == "jsonl":
+            write = _jsonl_writer(stream)
+        else:
+            extra = (("text",) if text else ()) + (("content_base64",) if content else ())
+            write = _csv_writer(stream, _CSV_COLUMNS + extra)
+        for page in table.scan(fields, skip_errors=True):
+            if progress is not None:
+                progress.advance()
+            if status is not None and page.status != status:
+                continue
+            if pattern is not None and pattern.search(_url(page)) is None:
+                continue
+            write(page_record(page))
+            count += 1
+    partial.replace(target)
+    return target, count
+
+
+def _jsonl_writer(stream: TextIO) -> Callable[[dict[str, Any]], None]:
+    def write(record: dict[str, Any]) -> None:
+        stream.write(json.dumps(record, ensure_ascii=False))
+        stream.write("\n")
+
+    return write
+
+
+def _csv_writer(stream: TextIO, columns: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+    writer = csv.writer(stream)
+    writer.writerow(columns)
+
+    def write(record: dict[str, Any]) -> None:
+        row = []
+        for column in columns:
+            value = record.get(column)
+            if column in ("inlinks", "outlinks"):
+                value = len(value or {})
+            elif column == "protocol_status" and value is not None:
+                value = value["name"]
+            elif column == "parse_status" and value is not None:
+                value = f"{value['major']}/{value['minor']}"
+            elif column in ("markers", "metadata"):
+                value = json.dumps(value or {}, ensure_ascii=False, sort_keys=True)
+            row.append("" if value is None else value)
+        writer.writerow(row)
+
+    return write
+
+
+def _url(page: WebPage) -> str:
+    try:
+        return page.url
+    except InvalidURL:
+        return page.key
+
+
+def _when(ms: int) -> str:
+    """A time in ms as ISO 8601 UTC."""
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as seconds and days."""
+    return f"{seconds:.0f} s ({seconds / 86400:.2f} days)"

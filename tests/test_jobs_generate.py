@@ -1,0 +1,234 @@
+"""The generate job on both stores: Nutch's selection, the marks it writes, partitions, and
+batches that expire."""
+
+from __future__ import annotations
+
+import pytest
+
+from nutchy.core.generate import GenerateConfig, new_batch_id, partition_for
+from nutchy.core.urls import domain_of, host_of, reverse_url
+from nutchy.core.webpage import WebPage
+from nutchy.jobs.generate import GenerateOptions, generate, resolve_hosts
+from nutchy.store.schema import RowUpdate
+from nutchy.store.table import WebTable
+
+NOW = 1_700_000_000_000
+DAY = 86_400_000
+BATCH = new_batch_id(NOW, 42)
+
+
+@pytest.fixture
+def table(store):
+    return WebTable(store, read_limit=7, write_limit=5)
+
+
+def add(table, url: str, score: float = 1.0, fetch_time: int = NOW, **fields) -> str:
+    key = reverse_url(url)
+    table.put(
+        WebPage(key, score=score, fetch_time=fetch_time, fetch_interval=2592000, **fields),
+        ["score", "fetch_time", "fetch_interval", *fields],
+    )
+    return key
+
+
+def options(**config) -> GenerateOptions:
+    num_fetchers = config.pop("num_fetchers", 1)
+    mode = config.pop("partition_mode", "byHost")
+    return GenerateOptions(GenerateConfig(**config), num_fetchers=num_fetchers, partition_mode=mode)
+
+
+def marked(table) -> dict[str, str]:
+    """URL → generate mark of every marked row."""
+    return {
+        page.url: page.markers["_gnmrk_"]
+        for page in table.scan(["markers"])
+        if "_gnmrk_" in page.markers
+    }
+
+
+def test_top_n_of_101_urls_and_the_marks_written(table):
+    for i in range(101):
+        add(table, f"http://aaa/{i:03d}", score=float(i))
+    result = generate(table, options(top_n=2), now=NOW, batch_id=BATCH)
+    assert result.selected == 2
+    assert marked(table) == {"http://aaa/100": BATCH, "http://aaa/099": BATCH}
+    cells = table.store.get(reverse_url("http://aaa/100").encode())
+    assert cells is not None
+    assert cells[b"mk:_gnmrk_"] == cells[b"f:bid"] == BATCH.encode()
+    assert cells[b"mtdt:_npt_"] == (0).to_bytes(4, "big")
+    assert b"mtdt:_ngt_" not in cells  # the batch id carries the time
+    assert b"f:fi" in cells and cells[b"s:s"]  # untouched columns are still there
+
+
+def test_host_limit_over_two_runs(table):
+    for i in range(3):
+        add(table, f"http://www.example.com/{i}")
+    first = generate(table, options(max_count=1), now=NOW, batch_id="b1")
+    assert first.selected == 1
+    second = generate(table, options(max_count=2), now=NOW, batch_id="b2")
+    assert second.selected == 2
+    assert second.counts.generated == 1
+    assert sorted(marked(table).values()) == ["b1", "b2", "b2"]
+
+
+def test_domain_mode(table):
+    for host in ("one", "two", "three"):
+        add(table, f"http://{host}.example.com/")
+    add(table, "http://other.org/")
+    result = generate(table, options(max_count=1, count_mode="domain"), now=NOW, batch_id="b")
+    assert result.selected == 2
+    assert {domain_of(url) for url in marked(table)} == {"example.com", "other.org"}
+
+
+def test_top_n_is_exact_across_partitions(table):
+    urls = [f"http://h{i % 13}.example.com/{i}" for i in range(100)]
+    for i, url in enumerate(urls):
+        add(table, url, score=float(i))
+    result = generate(table, options(top_n=10, num_fetchers=3), now=NOW, batch_id="b")
+    assert result.selected == 10
+    assert sum(result.partitions) == 10
+    assert set(marked(table)) == set(urls[-10:])
+    for url in urls[-10:]:
+        cells = table.store.get(reverse_url(url).encode())
+        assert cells is not None
+        expected = partition_for(host_of(url), 3)
+        assert int.from_bytes(cells[b"mtdt:_npt_"], "big") == expected
+
+
+def test_partitions_by_domain(table):
+    for host in ("a.x.com", "b.x.com", "c.y.org", "d.z.net"):
+        add(table, f"http://{host}/")
+    generate(table, options(num_fetchers=5, partition_mode="byDomain"), now=NOW, batch_id="b")
+    for page in table.scan(["metadata"]):
+        expected = partition_for(domain_of(page.url), 5)
+        assert int.from_bytes(page.metadata["_npt_"], "big") == expected
+
+
+def test_partitions_by_ip_with_a_fallback_to_the_host(table, caplog):
+    add(table, "http://127.0.0.1:8080/")
+    add(table, "http://localhost/")
+    add(table, "http://unresolved.test/")
+
+    def resolver(hosts, timeout):
+        assert timeout == 5.0
+        return {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1"}
+
+    result = generate(
+        table,
+        options(num_fetchers=7, partition_mode="byIP"),
+        now=NOW,
+        batch_id="b",
+        resolver=resolver,
+    )
+    assert result.unresolved == 1
+    assert "1 of 3 hosts did not resolve" in caplog.text
+    parts = {p.url: int.from_bytes(p.metadata["_npt_"], "big") for p in table.scan(["metadata"])}
+    assert parts["http://127.0.0.1:8080/"] == parts["http://localhost/"]
+    assert parts["http://localhost/"] == partition_for("127.0.0.1", 7)
+    assert parts["http://unresolved.test/"] == partition_for("unresolved.test", 7)
+
+
+def test_resolve_hosts_on_loopback():
+    found = resolve_hosts({"127.0.0.1", "localhost"}, 5.0)
+    assert found["127.0.0.1"] == "127.0.0.1"
+    assert found["localhost"] in ("127.0.0.1", "::1")
+    assert resolve_hosts(set(), 1.0) == {}
+
+
+def test_min_score(table):
+    add(table, "http://a.com/low", score=0.4)
+    add(table, "http://a.com/ok", score=0.5)
+    result = generate(table, options(min_score=0.25), now=NOW, batch_id="b")
+    assert list(marked(table)) == ["http://a.com/ok"]
+    assert result.counts.min_score == 1
+
+
+def test_only_due_rows_are_read(table):
+    for i in range(10):
+        add(table, f"http://a.com/{i}", fetch_time=NOW + (i - 4) * DAY)
+    result = generate(table, options(), now=NOW, batch_id="b")
+    assert result.counts.seen == 5  # the store hands over due rows only
+    assert result.selected == 5
+    later = generate(table, options(), now=NOW, batch_id="c", add_days=2)
+    assert later.counts.seen == 7
+    assert (later.counts.generated, later.selected) == (5, 2)
+
+
+def test_gen_delay_expiry(table):
+    add(table, "http://a.com/", fetch_time=NOW - 30 * DAY)
+    old = new_batch_id(NOW - 7 * DAY, 1)
+    assert generate(table, options(), now=NOW - 7 * DAY, batch_id=old).selected == 1
+    early = generate(table, options(), now=NOW - 1000, batch_id=new_batch_id(NOW - 1000, 2))
+    assert (early.selected, early.counts.generated) == (0, 1)
+    assert marked(table) == {"http://a.com/": old}
+    late = generate(table, options(), now=NOW, batch_id=BATCH)
+    assert (late.selected, late.counts.expired) == (1, 1)
+    assert marked(table) == {"http://a.com/": BATCH}
+
+
+def test_regeneration_after_a_crashed_batch_with_a_custom_id(table):
+    for i in range(9):  # more than a read chunk (7): the _ngt_ lookups come in two chunks
+        add(table, f"http://a.com/{i}", fetch_time=NOW - 30 * DAY)
+    assert generate(table, options(), now=NOW - 8 * DAY, batch_id="crashed").selected == 9
+    cells = table.store.get(reverse_url("http://a.com/0").encode())
+    assert cells is not None
+    assert cells[b"mtdt:_ngt_"] == (NOW - 8 * DAY).to_bytes(8, "big")
+    # the fetcher got through half the batch, then the process died
+    table.store.write(
+        [
+            RowUpdate(reverse_url(f"http://a.com/{i}").encode(), {b"mk:_ftcmrk_": b"crashed"})
+            for i in (0, 1)
+        ]
+    )
+    assert generate(table, options(gen_delay=-1), now=NOW, batch_id="again").selected == 0
+    result = generate(table, options(), now=NOW, batch_id=BATCH)
+    assert (result.selected, result.counts.expired) == (9, 9)
+    assert set(marked(table).values()) == {BATCH}
+
+
+def test_unnormalized_keys_are_skipped_and_no_other_row_is_written(table):
+    table.update("com.Example:http/a/../b", {"fetch_time": NOW, "score": 1.0})
+    result = generate(table, options(), now=NOW, batch_id="b")
+    assert (result.selected, result.counts.unnormalized) == (0, 1)
+    assert [p.key for p in table.scan(["fetch_time"])] == ["com.Example:http/a/../b"]
+    assert marked(table) == {}
+
+
+def test_nothing_selected_writes_nothing(table):
+    add(table, "http://a.com/", fetch_time=NOW + DAY)
+    result = generate(table, options(), now=NOW, batch_id="b")
+    assert (result.selected, result.partitions) == (0, [])
+    assert marked(table) == {}
+
+
+def test_undecodable_rows_are_skipped(table):
+    add(table, "http://a.com/good")
+    bad = add(table, "http://a.com/bad")
+    table.store.write([RowUpdate(bad.encode(), {b"s:s": b"\x00\x01"})])
+    result = generate(table, options(), now=NOW, batch_id="b")
+    assert (result.selected, result.undecodable) == (1, 1)
+    assert list(marked(table)) == ["http://a.com/good"]
+
+
+def test_options_from_settings_validate(tmp_path):
+    from nutchy.config import load_settings
+    from nutchy.exceptions import ConfigError
+
+    good = GenerateOptions.from_settings(load_settings(project=False), top_n=5, num_fetchers=2)
+    assert (good.config.top_n, good.config.max_count, good.num_fetchers) == (5, -1, 2)
+    assert good.config.url_filter is not None
+    off = GenerateOptions.from_settings(load_settings(project=False), filter_urls=False)
+    assert off.config.url_filter is None
+    for name, value, message in [
+        ("NUTCH_GENERATE_COUNT_MODE", "ip", "NUTCH_GENERATE_COUNT_MODE must be one of"),
+        ("NUTCH_GENERATE_MAX_COUNT", "-2", "NUTCH_GENERATE_MAX_COUNT must be >= -1"),
+        ("NUTCH_GENERATE_MAX_COUNT", "many", "NUTCH_GENERATE_MAX_COUNT must be an integer"),
+        ("NUTCH_PARTITION_URL_MODE", "byPort", "NUTCH_PARTITION_URL_MODE must be one of"),
+        ("NUTCH_GENERATE_MIN_SCORE", "nan", "NUTCH_GENERATE_MIN_SCORE must be a finite"),
+        ("NUTCH_CRAWL_GEN_DELAY", "-5", "NUTCH_CRAWL_GEN_DELAY must be >= -1"),
+        ("NUTCH_GENERATE_FILTER", "maybe", "NUTCH_GENERATE_FILTER must be a boolean"),
+        ("NUTCH_PARTITION_RESOLVE_TIMEOUT", "0", "NUTCH_PARTITION_RESOLVE_TIMEOUT must be > 0"),
+        ("NUTCH_URLFILTER_REGEX_FILE", str(tmp_path / "none.txt"), "cannot read"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            GenerateOptions.from_settings(load_settings({name: value}, project=False))
