@@ -6,8 +6,13 @@ its default is listed in ``nutchy/default_settings.py`` and docs/settings.md.
 """
 
 BOT_NAME = "nutchy"
-SPIDER_MODULES = ["spiders"]
+# nutchy.spiders holds the `nutch` spider. The add-on adds it for `scrapy crawl`; it is listed here
+# too because `scrapy list` does not apply add-ons.
+SPIDER_MODULES = ["spiders", "nutchy.spiders"]
 NEWSPIDER_MODULE = "spiders"
+
+# nutchy's add-on: its settings, the `nutch` spider, its scheduler and downloader middlewares.
+ADDONS = {"nutchy.NutchAddon": 0}
 
 # The web table: the embedded store, in ./crawl.
 NUTCH_CRAWL_DIR = "crawl"

@@ -1,0 +1,208 @@
+"""What the fetch's Scrapy components share: their settings, the job a crawl was started for, the
+request meta keys they pass each other, and the signal that carries each fetched row.
+
+The components (:class:`~nutchy.scheduler.NutchScheduler`,
+:class:`~nutchy.middlewares.NutchFetchMiddleware`,
+:class:`~nutchy.robots.NutchRobotsMiddleware`) never call each other; they speak through request
+meta and :data:`fetch_finished`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from nutchy.core.fetch import QUEUE_MODES
+from nutchy.exceptions import ConfigError
+from nutchy.jobs import _settings
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+#: Sent by :class:`~nutchy.middlewares.NutchFetchMiddleware` once for every request of a row that
+#: ends, on the reactor thread. Arguments: ``request``; ``outcome``, the
+#: :class:`~nutchy.core.fetch.FetchOutcome` (``None`` when the request ended without one: another
+#: component dropped it); ``update``, the :class:`~nutchy.store.schema.RowUpdate` to write
+#: (``None`` with no outcome); ``retry_after``, the seconds a 429 or 503 asked to wait (or
+#: ``None``); ``requested``, whether a request went out (False for a robots.txt denial).
+fetch_finished: Final = object()
+
+#: The batch argument that fetches every generated row (Nutch's ``-all``).
+ALL_BATCHES: Final = "-all"
+
+#: Request meta: the :class:`~nutchy.core.fetch.FetchEntry` of the row a request fetches.
+META_ENTRY: Final = "nutch_entry"
+#: Request meta: the fetch queue of the request (also its ``download_slot``).
+META_QUEUE: Final = "nutch_queue"
+#: Response meta: the :class:`~nutchy.core.fetch.FetchOutcome` recorded for the response.
+META_OUTCOME: Final = "nutch_outcome"
+#: Request meta: the URLs fetched so far in this redirect chain (followed redirects only).
+META_CHAIN: Final = "nutch_redirects"
+#: Request meta: the row of a followed redirect's target did not exist before this fetch.
+META_NEW_ROW: Final = "nutch_new_row"
+#: Request meta of a request sent back to the scheduler: wait this many seconds before fetching
+#: anything more of its queue (a robots.txt that answered 5xx).
+META_DEFER: Final = "nutch_defer"
+#: Request meta of a request sent back to the scheduler to follow a redirect: the target URL.
+META_FOLLOW: Final = "nutch_follow"
+#: Request meta: the robots.txt ``Crawl-delay`` (s) of the request's host, once known.
+META_CRAWL_DELAY: Final = "nutch_crawl_delay"
+#: Request meta that marks the robots.txt requests of :mod:`nutchy.robots`.
+META_ROBOTS: Final = "nutch_robots"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """The fetch's settings, read and checked once (see docs/settings.md for each)."""
+
+    queue_mode: str = "byHost"
+    threads_per_queue: int = 1
+    server_delay: float = 5.0
+    server_min_delay: float = 0.0
+    min_crawl_delay: float = 5.0
+    max_crawl_delay: float = 30.0
+    depth_multiplier: int = 50
+    concurrency: int = 16
+    content_limit: int = 65536
+    timeout: float = 10.0
+    redirect_max: int = 0
+    store_content: bool = True
+    store_response_time: bool = True
+    store_ip: bool = False
+    robots_403_allow: bool = True
+    robots_defer: bool = True
+    robots_defer_delay: float = 300.0
+    robots_defer_retries: int = 3
+    ignore_external_links: bool = False
+    fetch_interval_default: int = 2592000
+    flush_size: int = 100
+    flush_interval: float = 2.0
+    resume: bool = False
+    time_limit_mins: float = -1.0
+    read_limit: int = 1000
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> FetchSettings:
+        """Read the ``NUTCH_*`` settings (and Scrapy's ``CONCURRENT_REQUESTS``);
+        :exc:`~nutchy.exceptions.ConfigError` names the first one with an unusable value."""
+        server_delay = _non_negative(settings, "NUTCH_FETCHER_SERVER_DELAY")
+        min_crawl_delay = _settings.get_float(settings, "NUTCH_FETCHER_MIN_CRAWL_DELAY")
+        return cls(
+            queue_mode=_settings.get_choice(settings, "NUTCH_FETCHER_QUEUE_MODE", QUEUE_MODES),
+            threads_per_queue=_settings.get_int(settings, "NUTCH_FETCHER_THREADS_PER_QUEUE", 1),
+            server_delay=server_delay,
+            server_min_delay=_non_negative(settings, "NUTCH_FETCHER_SERVER_MIN_DELAY"),
+            min_crawl_delay=server_delay if min_crawl_delay < 0 else min_crawl_delay,
+            max_crawl_delay=_settings.get_float(settings, "NUTCH_FETCHER_MAX_CRAWL_DELAY"),
+            depth_multiplier=_settings.get_int(settings, "NUTCH_FETCHER_QUEUE_DEPTH_MULTIPLIER", 1),
+            concurrency=_settings.get_int(settings, "CONCURRENT_REQUESTS", 1),
+            content_limit=_settings.get_int(settings, "NUTCH_HTTP_CONTENT_LIMIT", -1),
+            timeout=_positive(settings, "NUTCH_HTTP_TIMEOUT") / 1000,
+            redirect_max=_settings.get_int(settings, "NUTCH_HTTP_REDIRECT_MAX", 0),
+            store_content=_settings.get_bool(settings, "NUTCH_FETCHER_STORE_CONTENT"),
+            store_response_time=_settings.get_bool(settings, "NUTCH_HTTP_STORE_RESPONSETIME"),
+            store_ip=_settings.get_bool(settings, "NUTCH_STORE_IP_ADDRESS"),
+            robots_403_allow=_settings.get_bool(settings, "NUTCH_HTTP_ROBOTS_403_ALLOW"),
+            robots_defer=_settings.get_bool(settings, "NUTCH_HTTP_ROBOTS_503_DEFER_VISITS"),
+            robots_defer_delay=_non_negative(settings, "NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_DELAY")
+            / 1000,
+            robots_defer_retries=_settings.get_int(
+                settings, "NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_RETRIES", 0
+            ),
+            ignore_external_links=_settings.get_bool(settings, "NUTCH_DB_IGNORE_EXTERNAL_LINKS"),
+            fetch_interval_default=_settings.get_int(
+                settings, "NUTCH_DB_FETCH_INTERVAL_DEFAULT", 1
+            ),
+            flush_size=_settings.get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
+            flush_interval=_positive(settings, "NUTCH_FETCHER_FLUSH_INTERVAL"),
+            resume=_settings.get_bool(settings, "NUTCH_FETCHER_JOB_RESUME"),
+            time_limit_mins=_settings.get_float(settings, "NUTCH_FETCHER_TIMELIMIT_MINS"),
+            read_limit=_settings.get_int(settings, "NUTCH_GORA_BUFFER_READ_LIMIT", 1),
+        )
+
+    @property
+    def queue_delay(self) -> float:
+        """The delay of a queue without a Crawl-delay: Nutch's ``fetcher.server.delay`` for one
+        thread per queue, ``fetcher.server.min.delay`` for more."""
+        return self.server_delay if self.threads_per_queue == 1 else self.server_min_delay
+
+    def crawl_delay(self, robots_delay: float) -> float:
+        """The delay of a queue whose robots.txt asks for *robots_delay* seconds: at least
+        ``fetcher.min.crawl.delay``."""
+        return max(robots_delay, self.min_crawl_delay)
+
+
+def _non_negative(settings: BaseSettings, name: str) -> float:
+    value = _settings.get_float(settings, name)
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0, got {value!r}")
+    return value
+
+
+def _positive(settings: BaseSettings, name: str) -> float:
+    value = _settings.get_float(settings, name)
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class FetchJob:
+    """What one ``scrapy crawl nutch`` fetches: the rows of *batch_id* (``"-all"``: every
+    generated row), optionally only partition *partition* of *partitions*, skipping rows already
+    fetched when *resume* (``None``: ``NUTCH_FETCHER_JOB_RESUME`` decides), for at most
+    *time_limit* minutes (``None``: ``NUTCH_FETCHER_TIMELIMIT_MINS`` decides)."""
+
+    batch_id: str
+    partition: int | None = None
+    partitions: int = 1
+    resume: bool | None = None
+    time_limit: float | None = None
+
+    @classmethod
+    def from_args(
+        cls,
+        batch: str | None,
+        *,
+        resume: str | None = None,
+        partition: str | None = None,
+        timelimit: str | None = None,
+    ) -> FetchJob:
+        """Parse the spider arguments ``-a batch=ID -a resume=true -a partition=k/K
+        -a timelimit=MIN``; :exc:`~nutchy.exceptions.ConfigError` explains a bad one.
+
+        >>> FetchJob.from_args("b1", resume="true", partition="1/4", timelimit="0.5")
+        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5)
+        """
+        if not batch:
+            raise ConfigError(
+                "the nutch spider fetches one batch: give -a batch=<batch id> (or -a batch=-all)"
+            )
+        part: int | None = None
+        parts = 1
+        if partition:
+            try:
+                k, _, n = partition.partition("/")
+                part, parts = int(k), int(n)
+            except ValueError:
+                raise ConfigError(f"partition must be k/K, got {partition!r}") from None
+            if not 0 <= part < parts:
+                raise ConfigError(f"partition k/K needs 0 <= k < K, got {partition!r}")
+        limit: float | None = None
+        if timelimit is not None:
+            try:
+                limit = float(timelimit)
+            except ValueError:
+                raise ConfigError(f"timelimit must be minutes, got {timelimit!r}") from None
+        return cls(batch, part, parts, _bool_arg("resume", resume), limit)
+
+
+def _bool_arg(name: str, value: str | None) -> bool | None:
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "on", ""):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {value!r}")

@@ -1,0 +1,385 @@
+"""The fetch's downloader middleware: every request of a row ends here as a Nutch outcome.
+
+:class:`NutchFetchMiddleware` sits outside every other downloader middleware (order 40, before
+Scrapy's first at 50), so it sees each request of a row before the others and its final
+response or exception after them. For each one it:
+
+- makes the request conditional (``If-Modified-Since`` only for a known modified time,
+  ``If-None-Match`` from the stored ETag) and Nutch-like: no redirect followed by Scrapy, no
+  retry, every HTTP status handed back, ``http.timeout``;
+- cuts the body at ``http.content.limit`` while it downloads (:exc:`~scrapy.exceptions.StopDownload`
+  from the ``bytes_received`` signal, so the rest is never transferred) and marks it truncated;
+- maps the response or the exception to Nutch's ProtocolStatus and CrawlStatus
+  (:mod:`nutchy.core.fetch`), builds the row's update, and sends :data:`nutchy._fetch.fetch_finished`,
+  which the scheduler counts, writes and uses for the queue's politeness;
+- records redirects the Nutch way, and follows them within the fetch when
+  ``http.redirect.max`` > 0 (loops and overlong chains are not followed).
+
+Responses reach the spider with their outcome in ``response.meta["nutch_outcome"]``. A request
+that ends in an exception is recorded, then dropped quietly (an
+:exc:`~scrapy.exceptions.IgnoreRequest`), as Nutch logs a failed fetch and moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    StopDownload,
+)
+from twisted.internet import error as tx_error
+
+from nutchy._fetch import (
+    META_CHAIN,
+    META_ENTRY,
+    META_FOLLOW,
+    META_NEW_ROW,
+    META_OUTCOME,
+    META_ROBOTS,
+    FetchSettings,
+    fetch_finished,
+)
+from nutchy.core.fetch import (
+    FetchEntry,
+    FetchOutcome,
+    conditional_headers,
+    exception_status,
+    fetch_change,
+    http_outcome,
+    parse_retry_after,
+    redirect_loop,
+)
+from nutchy.core.status import Mark, ProtocolStatus, ProtocolStatusCode
+from nutchy.core.urls import InvalidURL, host_of, normalize_url
+from nutchy.jobs import _settings
+from nutchy.robots import RobotsDenied
+from nutchy.store.schema import RowUpdate, build_update
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.signalmanager import SignalManager
+    from scrapy.statscollectors import StatsCollector
+    from typing_extensions import Self
+
+    from nutchy.core.urlfilter import RegexURLFilter
+
+__all__ = ["FetchFailed", "NutchFetchMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+# Scrapy meta key of the bytes received so far (private to this module).
+_RECEIVED = "_nutch_received"
+
+
+class FetchFailed(IgnoreRequest):
+    """A fetch that ended without a response; its outcome (*outcome*) is recorded already.
+
+    Raised from :meth:`NutchFetchMiddleware.process_exception`, so Scrapy drops the request
+    without logging it as an error, as Nutch logs a failed fetch at INFO and moves on.
+    """
+
+    def __init__(self, outcome: FetchOutcome) -> None:
+        super().__init__(outcome.status.args[0] if outcome.status.args else outcome.status.name)
+        self.outcome = outcome
+
+
+class NutchFetchMiddleware:
+    """Turns the requests of rows into Nutch fetch outcomes (see the module docstring).
+
+    *settings* are the fetch's settings; *url_filter* filters redirect targets (``None``: none
+    is filtered); *signals* and *stats* are the crawler's.
+    """
+
+    def __init__(
+        self,
+        settings: FetchSettings,
+        *,
+        signals: SignalManager,
+        stats: StatsCollector,
+        url_filter: RegexURLFilter | None,
+    ) -> None:
+        self.settings = settings
+        self.signals = signals
+        self.stats = stats
+        self.url_filter = url_filter
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        middleware = cls(
+            FetchSettings.from_settings(crawler.settings),
+            signals=crawler.signals,
+            stats=crawler.stats,
+            url_filter=_settings.url_filter(crawler.settings),
+        )
+        crawler.signals.connect(middleware.bytes_received, signal=signals.bytes_received)
+        return middleware
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def process_request(self, request: Request) -> None:
+        entry = request.meta.get(META_ENTRY)
+        if entry is None or request.meta.get(META_ROBOTS):
+            return
+        for name, value in conditional_headers(entry).items():
+            request.headers.setdefault(name, value)
+        meta = request.meta
+        meta.setdefault("dont_redirect", True)  # redirects are recorded, or followed below
+        meta.setdefault("dont_retry", True)  # a failed fetch is retried by a later round
+        meta.setdefault("handle_httpstatus_all", True)  # every status is an outcome
+        meta.setdefault("dont_obey_robotstxt", True)  # nutchy.robots decides
+        meta.setdefault("download_timeout", self.settings.timeout)
+        if self.settings.content_limit >= 0:
+            # The body stops at the limit (bytes_received below), so a large announced size is
+            # no reason to warn. DOWNLOAD_MAXSIZE still cancels a response announced larger.
+            meta.setdefault("download_warnsize", 0)
+
+    def bytes_received(self, data: bytes, request: Request) -> None:
+        """Count the body's bytes as they arrive, and stop the download once more than
+        ``http.content.limit`` have come; the response keeps what came and is flagged
+        ``download_stopped``."""
+        meta = request.meta
+        if META_ENTRY not in meta:
+            return
+        received = meta.get(_RECEIVED, 0) + len(data)
+        meta[_RECEIVED] = received
+        if 0 <= self.settings.content_limit < received:
+            raise StopDownload(fail=False)
+
+    # --- outcomes ------------------------------------------------------------------------------
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        entry: FetchEntry | None = request.meta.get(META_ENTRY)
+        if entry is None or request.meta.get(META_ROBOTS):
+            return response
+        now = _now()
+        outcome = self._outcome(entry, request, response)
+        target = self._redirect_target(entry, outcome)
+        retry_after = None
+        if response.status in (429, 503):
+            value = response.headers.get(b"Retry-After")
+            retry_after = parse_retry_after(_text(value) if value else None, now)
+        self._finish(
+            request,
+            outcome,
+            self._update(request, entry, outcome, target, now),
+            retry_after=retry_after,
+            throttled=response.status == 429,
+        )
+        follow = self._follow(request, entry, target)
+        if follow is not None:
+            return follow
+        request.meta[META_OUTCOME] = outcome
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        entry: FetchEntry | None = request.meta.get(META_ENTRY)
+        if entry is None or request.meta.get(META_ROBOTS):
+            return
+        requested = True
+        if isinstance(exception, RobotsDenied):
+            outcome = FetchOutcome(ProtocolStatus(ProtocolStatusCode.ROBOTS_DENIED))
+            requested = False
+        elif isinstance(exception, IgnoreRequest):
+            # Dropped by another component: nothing is known of the page; it stays unfetched.
+            self._finish(request, None, None)
+            return
+        else:
+            reason, message = describe_exception(exception)
+            outcome = FetchOutcome(exception_status(reason, message))
+            self.stats.inc_value(f"nutch/fetch/exception/{reason}")
+            logger.info(
+                "Fetch of %(url)s failed: %(status)s",
+                {
+                    "url": entry.url,
+                    "status": outcome.status.args[0],
+                },
+            )
+        update = self._update(request, entry, outcome, None, _now())
+        self._finish(request, outcome, update, requested=requested)
+        raise FetchFailed(outcome) from exception
+
+    def _outcome(self, entry: FetchEntry, request: Request, response: Response) -> FetchOutcome:
+        # A body of another length than what came over the wire was decoded (Content-Encoding):
+        # its Content-Length is that of the encoded body, and is not stored (Nutch 2.4,
+        # NUTCH-2548), so that a parser comparing it with the content is not misled.
+        encoded = request.meta.get(_RECEIVED, 0) != len(response.body)
+        headers: list[tuple[str, str]] = []
+        for name, values in response.headers.items():
+            if values and not (encoded and name == b"Content-Length"):
+                headers.append((_text(name), _text(values[0])))
+        latency = request.meta.get("download_latency")
+        settings = self.settings
+        return http_outcome(
+            entry.url,
+            response.status,
+            headers,
+            response.body,
+            content_limit=settings.content_limit,
+            truncated="download_stopped" in response.flags,
+            response_time=(
+                round(latency * 1000)
+                if settings.store_response_time and latency is not None
+                else None
+            ),
+            address=(
+                str(response.ip_address) if settings.store_ip and response.ip_address else None
+            ),
+        )
+
+    def _redirect_target(self, entry: FetchEntry, outcome: FetchOutcome) -> str | None:
+        """The redirect's target as it is recorded: normalized and filtered, not the URL itself,
+        and on the same host when ``db.ignore.external.links``; ``None`` otherwise."""
+        redirect = outcome.redirect
+        if redirect is None:
+            return None
+        try:
+            target = normalize_url(redirect[0])
+            same_host = host_of(target) == host_of(entry.url)
+        except InvalidURL:
+            self.stats.inc_value("nutch/fetch/redirect/invalid")
+            return None
+        if target == entry.url:
+            return None
+        if self.url_filter is not None and not self.url_filter.accepts(target):
+            self.stats.inc_value("nutch/fetch/redirect/filtered")
+            return None
+        if self.settings.ignore_external_links and not same_host:
+            self.stats.inc_value("nutch/fetch/redirect/external")
+            return None
+        return target
+
+    def _update(
+        self,
+        request: Request,
+        entry: FetchEntry,
+        outcome: FetchOutcome,
+        target: str | None,
+        now: int,
+    ) -> RowUpdate:
+        change = fetch_change(
+            entry,
+            outcome,
+            now=now,
+            store_content=self.settings.store_content,
+            redirect_target=target,
+        )
+        if META_CHAIN in request.meta and len(request.meta[META_CHAIN]) > 1:
+            # A followed redirect's target: it joins the batch, so that parse and updatedb
+            # process it with the rest.
+            change.entries["markers"][Mark.GENERATE] = entry.batch_id
+            change.fields["batch_id"] = entry.batch_id
+            if request.meta.get(META_NEW_ROW):
+                change.fields["fetch_interval"] = self.settings.fetch_interval_default
+        return build_update(entry.key, *change)
+
+    def _follow(self, request: Request, entry: FetchEntry, target: str | None) -> Request | None:
+        """The request that follows a redirect to *target* within this fetch, or ``None``."""
+        if target is None or self.settings.redirect_max <= 0:
+            return None
+        chain: list[str] = request.meta.get(META_CHAIN) or [entry.url]
+        if redirect_loop(chain, target):
+            self.stats.inc_value("nutch/fetch/redirect/loop")
+            return None
+        if len(chain) > self.settings.redirect_max:
+            self.stats.inc_value("nutch/fetch/redirect/exceeded")
+            return None
+        self.stats.inc_value("nutch/fetch/redirect/followed")
+        return Request(
+            target,
+            meta={META_FOLLOW: (target, entry.batch_id), META_CHAIN: [*chain, target]},
+            dont_filter=True,
+        )
+
+    def _finish(
+        self,
+        request: Request,
+        outcome: FetchOutcome | None,
+        update: RowUpdate | None,
+        *,
+        retry_after: float | None = None,
+        throttled: bool = False,
+        requested: bool = True,
+    ) -> None:
+        self.signals.send_catch_log(
+            fetch_finished,
+            request=request,
+            outcome=outcome,
+            update=update,
+            retry_after=retry_after,
+            throttled=throttled,
+            requested=requested,
+        )
+
+
+def describe_exception(exception: BaseException) -> tuple[str, str]:
+    """A short reason (``timeout``, ``dns``, ``refused``, ``reset``, ``tls``, or the exception's
+    class name) and a message for a failed download, found through the exception, its causes
+    and, for Twisted's response failures, the reasons it wraps."""
+    message = str(exception) or type(exception).__name__
+    for exc in _causes(exception):
+        if isinstance(
+            exc,
+            (DownloadTimeoutError, tx_error.TimeoutError, tx_error.TCPTimedOutError, TimeoutError),
+        ):
+            return "timeout", message
+        if isinstance(exc, (CannotResolveHostError, tx_error.DNSLookupError)):
+            return "dns", message
+        if isinstance(exc, (DownloadConnectionRefusedError, tx_error.ConnectionRefusedError)):
+            return "refused", message
+        if type(exc).__module__.split(".")[0] in ("OpenSSL", "ssl", "service_identity"):
+            return "tls", message
+    for exc in _causes(exception):
+        if isinstance(
+            exc,
+            (
+                tx_error.ConnectionLost,
+                tx_error.ConnectionDone,
+                tx_error.ConnectionAborted,
+                ConnectionError,
+            ),
+        ) or type(exc).__name__ in (
+            "ResponseFailed",
+            "ResponseNeverReceived",
+            "DownloadFailedError",
+            "ResponseDataLossError",
+        ):
+            return "reset", message
+    return type(exception).__name__, message
+
+
+def _causes(exception: BaseException) -> list[BaseException]:
+    """*exception*, its causes and contexts, and the failures Twisted's ``ResponseFailed`` and
+    ``ResponseNeverReceived`` wrap, depth first."""
+    found: list[BaseException] = []
+    todo: list[BaseException] = [exception]
+    while todo and len(found) < 32:
+        exc = todo.pop()
+        if any(exc is seen for seen in found):
+            continue
+        found.append(exc)
+        reasons: Any = getattr(exc, "reasons", None)
+        if isinstance(reasons, list):
+            todo.extend(
+                r.value for r in reasons if isinstance(getattr(r, "value", None), BaseException)
+            )
+        todo.extend(n for n in (exc.__cause__, exc.__context__) if n is not None)
+    return found
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _now() -> int:
+    return int(time.time() * 1000)

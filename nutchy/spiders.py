@@ -1,0 +1,62 @@
+"""The ``nutch`` spider: ``scrapy crawl nutch -a batch=ID`` fetches one generated batch.
+
+The spider itself has no start URLs: :class:`~nutchy.scheduler.NutchScheduler` reads the batch
+from the web table and :class:`~nutchy.middlewares.NutchFetchMiddleware` records every outcome.
+The spider's arguments say what to fetch:
+
+- ``-a batch=ID``: the rows generated into batch *ID* (``-a batch=-all``: every generated row);
+- ``-a resume=true``: skip the rows of the batch that already have a fetch mark
+  (``fetcher.job.resume``);
+- ``-a partition=k/K``: only partition *k* of the *K* that ``nutchy generate -numFetchers K``
+  made, so that *K* processes can share a batch;
+- ``-a timelimit=MIN``: stop taking new URLs after *MIN* minutes (``fetcher.timelimit.mins``);
+  the rest of the batch is left for a resumed fetch.
+
+Each response reaches :meth:`NutchSpider.parse` with its recorded outcome in
+``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
+``parse`` yields nothing (Nutch's ``fetcher.parse`` is off by default).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Spider
+
+from nutchy._fetch import FetchJob
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from scrapy.http import Response
+
+__all__ = ["NutchSpider"]
+
+
+class NutchSpider(Spider):
+    """Fetches one batch of the web table; see the module docstring for its arguments."""
+
+    name = "nutch"
+
+    def __init__(
+        self,
+        batch: str | None = None,
+        resume: str | None = None,
+        partition: str | None = None,
+        timelimit: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        #: What this crawl fetches, read by the scheduler.
+        self.fetch_job = FetchJob.from_args(
+            batch, resume=resume, partition=partition, timelimit=timelimit
+        )
+
+    async def start(self) -> AsyncIterator[Any]:
+        """No start requests: the scheduler streams the batch from the table."""
+        return
+        yield  # an async generator that yields nothing
+
+    def parse(self, response: Response, **kwargs: Any) -> Any:
+        """Called with every response of the batch; the fetch is already recorded."""
+        return None

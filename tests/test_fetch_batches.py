@@ -1,0 +1,162 @@
+"""Which rows ``scrapy crawl nutch`` fetches and how a fetch ends: the time limit, resume after a
+kill -9 mid-batch, partitions, redirects followed within the fetch."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from sites import FetchProject, Site, prepare_batch
+
+from nutchy.core.generate import partition_for
+from nutchy.core.status import CrawlStatus, ProtocolStatusCode
+
+H2, H3, H4 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+P = ProtocolStatusCode
+
+
+@pytest.fixture(params=["embedded"])
+def store_factory(request, tmp_path):
+    """Crawl mechanics, not storage: the embedded store (test_fetch_outcomes covers both)."""
+    from nutchy.store.embedded import EmbeddedStore
+
+    opened = []
+
+    def factory():
+        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def fetched(table, urls):
+    return {url for url in urls if "_ftcmrk_" in table.get(url, ["markers"]).markers}
+
+
+def test_time_limit_stops_cleanly_and_resume_fetches_the_rest(store, tmp_path):
+    with Site((H2,)) as site:
+        urls = [site.url(H2, f"/page/{i:02d}") for i in range(20)]
+        table = prepare_batch(store, urls)
+        project = FetchProject(tmp_path, store, NUTCH_FETCHER_SERVER_DELAY=0.5)
+        first = project.crawl(timelimit="0.04")  # 2.4 s: 5 or 6 pages at one per 0.5 s
+        assert first.returncode == 0, first.log[-3000:]
+        done = fetched(table, urls)
+        assert 3 <= len(done) <= 7
+        assert first.stats["nutch/fetch/hit_by_time_limit"] > 0
+        assert "the rest of the batch is left for -a resume=true" in first.log
+        assert first.stats["finish_reason"] == "finished"
+
+        second = project.crawl(resume="true", settings={"NUTCH_FETCHER_SERVER_DELAY": 0})
+        assert second.returncode == 0, second.log[-3000:]
+        assert fetched(table, urls) == set(urls)
+        assert second.stats["nutch/fetch/skipped/resumed"] == len(done)
+        pages = [p for p in site.paths(H2) if p != "/robots.txt"]
+        assert sorted(pages) == sorted(f"/page/{i:02d}" for i in range(20))  # once each
+
+
+def test_resume_after_kill_fetches_every_row_at_most_once_more(store, tmp_path):
+    hosts = (H2, H3, H4)
+    with Site(hosts) as site:
+        urls = [site.url(host, f"/page/{i:03d}") for host in hosts for i in range(200)]
+        table = prepare_batch(store, urls)
+        project = FetchProject(tmp_path, store, CONCURRENT_REQUESTS=8)
+        process = project.start()
+        deadline = time.monotonic() + 30
+        while sum(len(site.paths(h)) for h in hosts) < 200 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        assert process.returncode == -signal.SIGKILL
+        before = fetched(table, urls)
+        assert 0 < len(before) < len(urls)
+
+        result = project.crawl(resume="true")
+        assert result.returncode == 0, result.log[-3000:]
+        assert fetched(table, urls) == set(urls)
+        hits = dict.fromkeys(urls, 0)
+        for host in hosts:
+            for path in site.paths(host):
+                if path != "/robots.txt":
+                    hits[site.url(host, path)] += 1
+        assert min(hits.values()) == 1
+        assert max(hits.values()) <= 2
+        # Fetched twice: only what was lost with the kill, at most 2 x the flush size (5) plus
+        # CONCURRENT_REQUESTS (8).
+        assert sum(n == 2 for n in hits.values()) <= 2 * 5 + 8
+        for url in before:
+            assert hits[url] == 1  # written before the kill: not fetched again
+
+
+def test_partitions_split_a_batch(store, tmp_path):
+    hosts = (H2, H3, H4)
+    with Site(hosts) as site:
+        urls = [site.url(host, f"/page/{i}") for host in hosts for i in range(3)]
+        table = prepare_batch(store, urls, num_fetchers=2)
+        parts = {url: partition_for(url.split("/")[2].split(":")[0], 2) for url in urls}
+        assert set(parts.values()) == {0, 1}, "pick hosts that fall in both partitions"
+        # Queues by IP: the hosts are addresses already, so nothing leaves the machine.
+        project = FetchProject(tmp_path, store, NUTCH_FETCHER_QUEUE_MODE="byIP")
+        first = project.crawl(partition="0/2")
+        assert first.returncode == 0, first.log[-3000:]
+        assert fetched(table, urls) == {url for url, p in parts.items() if p == 0}
+        assert first.stats["nutch/fetch/skipped/other_partition"] == sum(parts.values())
+        hosts = {url.split("/")[2] for url, p in parts.items() if p == 0}
+        assert first.stats["nutch/fetch/queues"] == len(hosts)
+        second = project.crawl(partition="1/2")
+        assert second.returncode == 0, second.log[-3000:]
+        assert fetched(table, urls) == set(urls)
+
+
+def test_redirects_followed_within_the_fetch(store, tmp_path):
+    with Site((H2, H3)) as site:
+        chain = site.url(H2, "/chain/2")
+        loop = site.url(H2, "/loop/a")
+        long_chain = site.url(H3, "/chain/6")
+        table = prepare_batch(store, [chain, loop, long_chain])
+        project = FetchProject(tmp_path, store, NUTCH_HTTP_REDIRECT_MAX=3)
+        result = project.crawl()
+        assert result.returncode == 0, result.log[-3000:]
+        fields = ["status", "protocol_status", "markers", "outlinks", "batch_id", "fetch_interval"]
+
+        # /chain/2 → /chain/1 → /chain/0: every hop fetched once and recorded on its own row.
+        assert [p for p in site.paths(H2) if p.startswith("/chain")] == [
+            "/chain/2",
+            "/chain/1",
+            "/chain/0",
+        ]
+        first = table.get(chain, fields)
+        assert first.status == CrawlStatus.REDIR_PERM
+        assert first.outlinks == {site.url(H2, "/chain/1"): ""}
+        middle = table.get(site.url(H2, "/chain/1"), fields)
+        assert middle.status == CrawlStatus.REDIR_PERM
+        assert middle.markers["_gnmrk_"] == middle.markers["_ftcmrk_"] == "b1"
+        assert middle.batch_id == "b1"
+        assert middle.fetch_interval == 2592000  # a new row: the default interval
+        end = table.get(site.url(H2, "/chain/0"), fields)
+        assert end.status == CrawlStatus.FETCHED and end.markers["_ftcmrk_"] == "b1"
+
+        # /loop/a → /loop/b → /loop/a: the loop is seen, /loop/a is not fetched again.
+        assert [p for p in site.paths(H2) if p.startswith("/loop")] == ["/loop/a", "/loop/b"]
+        b = table.get(site.url(H2, "/loop/b"), fields)
+        assert b.status == CrawlStatus.REDIR_TEMP and b.outlinks == {loop: ""}
+
+        # More hops than http.redirect.max: the last one is recorded as a redirect only.
+        assert [p for p in site.paths(H3) if p != "/robots.txt"] == [
+            "/chain/6",
+            "/chain/5",
+            "/chain/4",
+            "/chain/3",
+        ]
+        last = table.get(site.url(H3, "/chain/3"), fields)
+        assert last.protocol_status.code == P.MOVED
+        assert last.outlinks == {site.url(H3, "/chain/2"): ""}
+        assert table.get(site.url(H3, "/chain/2")) is None
+
+        stats = result.stats
+        assert stats["nutch/fetch/redirect/followed"] == 2 + 1 + 3
+        assert stats["nutch/fetch/redirect/loop"] == 1
+        assert stats["nutch/fetch/redirect/exceeded"] == 1

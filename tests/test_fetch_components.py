@@ -1,0 +1,194 @@
+"""The fetch's Scrapy components one by one: the add-on, the spider's arguments, and the
+middleware's outcomes for hand-made requests and responses."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy import Request
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+)
+from scrapy.http import HtmlResponse, Response
+from scrapy.settings import Settings
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+from twisted.internet.error import ConnectionLost
+from twisted.python.failure import Failure
+from twisted.web.client import ResponseFailed
+
+from nutchy._fetch import (
+    META_CHAIN,
+    META_ENTRY,
+    META_FOLLOW,
+    META_OUTCOME,
+    FetchJob,
+    FetchSettings,
+    fetch_finished,
+)
+from nutchy.addon import NutchAddon
+from nutchy.core.fetch import FetchEntry
+from nutchy.core.status import ProtocolStatusCode
+from nutchy.exceptions import ConfigError
+from nutchy.middlewares import FetchFailed, NutchFetchMiddleware, describe_exception
+from nutchy.robots import RobotsDenied
+
+P = ProtocolStatusCode
+URL = "http://www.example.com/a"
+ENTRY = FetchEntry("com.example.www:http/a", URL, "b1", fetch_time=5, etag='"e"')
+
+
+def test_addon_turns_nutchy_on_and_keeps_project_settings():
+    settings = Settings({"NUTCH_FETCHER_SERVER_DELAY": 1.5}, priority="project")
+    NutchAddon.update_pre_crawler_settings(settings)
+    NutchAddon().update_settings(settings)
+    assert settings["SCHEDULER"] == "nutchy.scheduler.NutchScheduler"
+    middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+    assert middlewares[NutchFetchMiddleware] == 40
+    assert sorted(middlewares.values()) == [40, 90]
+    assert "nutchy.spiders" in settings.getlist("SPIDER_MODULES")
+    assert settings.getfloat("NUTCH_FETCHER_SERVER_DELAY") == 1.5  # the project's value wins
+    assert settings.getint("NUTCH_HTTP_CONTENT_LIMIT") == 65536  # a registered default
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "give -a batch="),
+        ({"batch": "b", "partition": "2/2"}, "0 <= k < K"),
+        ({"batch": "b", "partition": "x"}, "partition must be k/K"),
+        ({"batch": "b", "resume": "maybe"}, "resume must be true or false"),
+        ({"batch": "b", "timelimit": "soon"}, "timelimit must be minutes"),
+    ],
+)
+def test_bad_spider_arguments_are_explained(args, message):
+    batch = args.pop("batch", None)
+    with pytest.raises(ConfigError, match=message):
+        FetchJob.from_args(batch, **args)
+
+
+def test_fetch_settings_refuse_bad_values():
+    settings = Settings()
+    settings.setmodule("nutchy.default_settings")
+    assert FetchSettings.from_settings(settings).queue_delay == 5.0
+    assert FetchSettings.from_settings(settings).min_crawl_delay == 5.0  # -1: the server delay
+    settings.set("NUTCH_FETCHER_QUEUE_MODE", "byPlanet")
+    with pytest.raises(ConfigError, match="NUTCH_FETCHER_QUEUE_MODE"):
+        FetchSettings.from_settings(settings)
+
+
+@pytest.mark.parametrize(
+    ("exception", "reason"),
+    [
+        (DownloadTimeoutError("took longer than 10 s"), "timeout"),
+        (CannotResolveHostError("no such host"), "dns"),
+        (DownloadConnectionRefusedError("refused"), "refused"),
+        (DownloadFailedError("lost"), "reset"),
+        (ResponseFailed([Failure(ConnectionLost("gone"))]), "reset"),
+        (ValueError("odd"), "ValueError"),
+    ],
+)
+def test_exceptions_are_described(exception, reason):
+    assert describe_exception(exception)[0] == reason
+
+
+def test_tls_errors_are_found_inside_twisted_failures():
+    tls_error = type("Error", (Exception,), {"__module__": "OpenSSL.SSL"})
+    wrapped = ResponseFailed([Failure(tls_error("certificate verify failed"))])
+    assert describe_exception(wrapped)[0] == "tls"
+
+
+@pytest.fixture
+def middleware():
+    crawler = get_crawler(
+        settings_dict={
+            "ADDONS": {NutchAddon: 0},
+            "NUTCH_HTTP_CONTENT_LIMIT": 4,
+            "NUTCH_HTTP_REDIRECT_MAX": 2,
+        }
+    )
+    mw = build_from_crawler(NutchFetchMiddleware, crawler)
+    finished: list[dict] = []
+
+    def record(**kwargs):
+        finished.append(kwargs)
+
+    crawler.signals.connect(record, signal=fetch_finished, weak=False)
+    mw.finished = finished
+    return mw
+
+
+def nutch_request(**meta) -> Request:
+    return Request(URL, meta={META_ENTRY: ENTRY, **meta})
+
+
+def test_request_is_made_conditional_and_nutch_like(middleware):
+    request = nutch_request()
+    assert middleware.process_request(request) is None
+    assert request.headers[b"If-None-Match"] == b'"e"'
+    assert b"If-Modified-Since" not in request.headers
+    meta = request.meta
+    assert meta["dont_redirect"] and meta["dont_retry"] and meta["handle_httpstatus_all"]
+    assert meta["download_timeout"] == 10.0
+    other = Request(URL)
+    middleware.process_request(other)
+    assert not other.headers and "dont_redirect" not in other.meta  # not a row: untouched
+
+
+def test_response_outcome_is_sent_and_attached(middleware):
+    request = nutch_request()
+    response = HtmlResponse(URL, body=b"<html>", headers={"Retry-After": "3"}, request=request)
+    result = middleware.process_response(request, response)
+    assert result is response
+    outcome = request.meta[META_OUTCOME]
+    assert outcome.status.code == P.SUCCESS
+    assert outcome.content == b"<htm" and outcome.truncated
+    (event,) = middleware.finished
+    assert event["outcome"] is outcome
+    assert event["update"].puts[b"mk:_ftcmrk_"] == b"b1"
+    assert event["retry_after"] is None  # only read on 429 and 503
+
+
+def test_throttling_answers_carry_retry_after(middleware):
+    request = nutch_request()
+    response = Response(URL, status=429, headers={"Retry-After": "7"}, request=request)
+    middleware.process_response(request, response)
+    (event,) = middleware.finished
+    assert event["retry_after"] == 7.0 and event["throttled"]
+    assert event["outcome"].status.code == P.EXCEPTION
+
+
+def test_redirects_are_followed_up_to_the_limit_and_loops_stopped(middleware):
+    request = nutch_request()
+    response = Response(URL, status=301, headers={"Location": "/b"}, request=request)
+    follow = middleware.process_response(request, response)
+    assert isinstance(follow, Request)
+    assert follow.meta[META_FOLLOW] == ("http://www.example.com/b", "b1")
+    assert follow.meta[META_CHAIN] == [URL, "http://www.example.com/b"]
+    assert middleware.finished[0]["outcome"].status.code == P.MOVED
+
+    looping = nutch_request(**{META_CHAIN: [URL, "http://www.example.com/b"]})
+    back = Response(URL, status=302, headers={"Location": "/b"}, request=looping)
+    assert middleware.process_response(looping, back) is back  # recorded, not followed
+
+    too_long = nutch_request(**{META_CHAIN: ["http://x/1", "http://x/2", URL]})
+    moved = Response(URL, status=301, headers={"Location": "/c"}, request=too_long)
+    assert middleware.process_response(too_long, moved) is moved
+
+
+def test_exceptions_are_recorded_then_dropped_quietly(middleware):
+    request = nutch_request()
+    with pytest.raises(FetchFailed) as raised:
+        middleware.process_exception(request, DownloadTimeoutError("slow"))
+    assert isinstance(raised.value, IgnoreRequest)
+    assert raised.value.outcome.status.args == ("timeout: slow",)
+    with pytest.raises(FetchFailed):
+        middleware.process_exception(nutch_request(), RobotsDenied(URL, "disallowed"))
+    denied = middleware.finished[-1]
+    assert denied["outcome"].status.code == P.ROBOTS_DENIED and not denied["requested"]
+    # Dropped by another component: nothing recorded, the row stays unfetched.
+    assert middleware.process_exception(nutch_request(), IgnoreRequest("offsite")) is None
+    assert middleware.finished[-1]["outcome"] is None
