@@ -205,6 +205,7 @@ def report(work: Path, rows: int, small_rows: int) -> None:
     print()
     seeds = work / "seeds.txt"
     write_seeds(seeds, rows)
+    os.sync()
     print(f"All generates: -topN {TOP_N:,}.")
     print(f"{'phase':<54}{'rows read':>11}{'seconds':>9}{'rows/s':>10}{'peak RSS':>10}")
     for label, options in [
@@ -231,12 +232,14 @@ def report(work: Path, rows: int, small_rows: int) -> None:
     for size in (rows, small_rows):
         prepared = work / f"table-{size}"
         prepare = run_child("prepare", dir=prepared, rows=size)
+        os.sync()
         print(
             f"{f'(prepare a {size:,}-row table, 10% due)':<54}{size:>11,}{prepare['seconds']:>9.2f}"
         )
         for label, options in variants:
             copy = work / "copy"
             shutil.copytree(prepared, copy)
+            os.sync()  # let the copy reach the disk first: its writeback would slow the phase
             result = run_child("generate", dir=copy, **options)
             shutil.rmtree(copy)
             timings.setdefault(size, []).append(float(result["seconds"]))  # type: ignore[arg-type]

@@ -332,6 +332,8 @@ def run_inject(
         ("filtered", result.filtered),
         ("malformed", result.malformed),
     ]
+    if result.created_table:
+        print(f"Created table {name}: it did not exist yet", file=out)
     print(f"Injected {result.injected} new URLs into table {name}", file=out)
     for label, value in rows:
         print(f"  {label + ':':<15}{value:>10}", file=out)

@@ -54,8 +54,11 @@ def test_inject_prints_counts(crawl, capsys):
     ]:
         assert f"{label + ':':<15}{value:>10}" in out
     assert "seeds.txt:6: no scheme" in out
+    assert "Created table webpage: it did not exist yet" in out
     assert nutchy(crawl, "inject", str(crawl / "seeds" / "seeds.txt")) == 0
-    assert f"{'already known:':<15}{3:>10}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{'already known:':<15}{3:>10}" in out
+    assert "Created table" not in out
 
 
 def test_inject_exit_code_when_nothing_can_be_read(crawl, capsys):

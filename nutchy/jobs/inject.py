@@ -105,6 +105,8 @@ class InjectResult:
     lines are quoted in *malformed_lines*. *unreadable* lists files that could not be opened.
     """
 
+    #: Whether inject created the table, which was missing.
+    created_table: bool = False
     files: int = 0
     lines: int = 0
     injected: int = 0
@@ -160,8 +162,7 @@ def inject(
     """
     if chunk_size < 1:
         raise ValueError(f"'chunk_size' must be >= 1, got {chunk_size!r}")
-    table.create()
-    result = InjectResult()
+    result = InjectResult(created_table=table.create())
     seen: set[str] = set()
     chunk: list[Seed] = []
     templates: dict[tuple[float | None, int | None], RowUpdate] = {}
