@@ -2,16 +2,20 @@
 
 Layout (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlite3`` shell):
 
-- table ``<table>``: one record per row. ``key`` is the row key. Each column family (``f p s il
-  ol h mtdt mk stm``) is one column holding that family's cells as a marshalled
-  ``dict[bytes, bytes]`` of ``b"fam:qual"`` → the exact bytes Nutch would store in HBase, or NULL
-  when the family is empty. A read decodes only the families it asks for, and a write re-encodes
-  only the families it changes. ``fetch_time`` and the ``gen_mark``, ``fetch_mark`` and
-  ``upd_mark`` columns repeat ``f:ts`` (0 when missing) and the batch markers so that indexes
-  serve "due rows" and "rows of batch B" without reading anything else;
-- table ``<table>_content``: the raw content (``f:cnt``) by key. It is most of a crawl's bytes and
-  changes only when a page is fetched, so keeping it apart spares generate and updatedb from
-  rewriting it each time they touch a row;
+- table ``<table>``: one record per row. ``key`` is the row key. The families ``f``, ``s``,
+  ``mk`` and ``mtdt`` (small, read by generate, written by every job) are one column each,
+  holding that family's cells as a marshalled ``dict[bytes, bytes]`` of ``b"fam:qual"`` → the
+  exact bytes Nutch would store in HBase, or NULL when the family is empty. ``fetch_time`` and
+  the ``gen_mark``, ``fetch_mark`` and ``upd_mark`` columns repeat ``f:ts`` (0 when missing) and
+  the batch markers, so that indexes serve "due rows" and "rows of batch B" without reading
+  anything else; ``has_links`` and ``has_content`` say whether the two records below exist;
+- table ``<table>_links``: the families ``p``, ``il``, ``ol``, ``h`` and ``stm`` (parse output,
+  links, headers: most of a row's cells) in the same form, one record per row that has any;
+- table ``<table>_content``: the raw content (``f:cnt``) by key.
+
+A read decodes only the families it asks for, and a write reads and rewrites only the records
+whose families it changes: marking a batch rewrites the small main record and nothing else, and
+the content, most of a crawl's bytes, is rewritten only when a page is fetched again.
 - table ``nutchy_meta``: the layout version.
 
 Several processes of one machine may read and write the file at once: SQLite in WAL mode lets
@@ -47,10 +51,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LAYOUT_VERSION = "1"
+LAYOUT_VERSION = "2"
 CONTENT_COLUMN = b"f:cnt"
 _FAMILY_COLUMNS = [family.decode() for family in FAMILIES]
 _FAMILY_INDEX = {family: i for i, family in enumerate(FAMILIES)}
+#: Families in the row's main record: small, read by generate and written by every job.
+_HOT = [i for i, family in enumerate(FAMILIES) if family in (b"f", b"s", b"mk", b"mtdt")]
+#: Families in the row's second record: parse output, links and headers.
+_COLD = [i for i in range(len(FAMILIES)) if i not in _HOT]
+_COLD_SET = frozenset(_COLD)
 #: Marker qualifiers that have their own indexed column.
 _MARKER_COLUMNS = {b"_gnmrk_": "gen_mark", b"_ftcmrk_": "fetch_mark", b"_updmrk_": "upd_mark"}
 _CHUNK = 500  # keys per "IN (...)" query: well under SQLite's parameter limit
@@ -98,6 +107,7 @@ class EmbeddedStore:
         self.table_name = table_name
         self._t = _quote(table_name)
         self._c = _quote(table_name + "_content")
+        self._k = _quote(table_name + "_links")
         self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,15 +147,21 @@ class EmbeddedStore:
         with self._lock:
             if self.exists():
                 return False
-            t, c = self._t, self._c
+            t, c, k = self._t, self._c, self._k
             name = self.table_name
             statements = [
                 "CREATE TABLE IF NOT EXISTS nutchy_meta (name TEXT PRIMARY KEY, value TEXT)",
                 "INSERT OR IGNORE INTO nutchy_meta VALUES ('layout', ?)",
                 (
                     f"CREATE TABLE {t} (key BLOB PRIMARY KEY, fetch_time INTEGER NOT NULL,"
-                    " gen_mark BLOB, fetch_mark BLOB, upd_mark BLOB, "
-                    + ", ".join(f"{_quote(f)} BLOB" for f in _FAMILY_COLUMNS)
+                    " gen_mark BLOB, fetch_mark BLOB, upd_mark BLOB,"
+                    " has_links INTEGER NOT NULL, has_content INTEGER NOT NULL, "
+                    + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in _HOT)
+                    + ")"
+                ),
+                (
+                    f"CREATE TABLE {k} (key BLOB PRIMARY KEY, "
+                    + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in _COLD)
                     + ")"
                 ),
                 f"CREATE TABLE {c} (key BLOB PRIMARY KEY, value BLOB NOT NULL)",
@@ -170,7 +186,7 @@ class EmbeddedStore:
             self._transaction(
                 lambda: [
                     self._conn.execute(f"DROP TABLE IF EXISTS {_quote(n)}")
-                    for n in (name, name + "_content")
+                    for n in (name, name + "_links", name + "_content")
                 ]
             )
 
@@ -190,7 +206,7 @@ class EmbeddedStore:
         self, keys: Sequence[bytes], columns: Sequence[bytes] | None = None
     ) -> dict[bytes, Cells]:
         reader = _Reader(columns)
-        select = reader.select(self._t, self._c)
+        select = reader.select(self._t, self._k, self._c)
         found: dict[bytes, Cells] = {}
         with self._lock:
             for i in range(0, len(keys), _CHUNK):
@@ -231,7 +247,7 @@ class EmbeddedStore:
             args.append(scan.due_before)
         reader = _Reader(scan.columns, extra)
         order = "w.fetch_time, w.key" if by_time else "w.key"
-        base = f"{reader.select(self._t, self._c)} WHERE {' AND '.join(where)}"
+        base = f"{reader.select(self._t, self._k, self._c)} WHERE {' AND '.join(where)}"
         remaining = scan.limit
         after: tuple[Any, ...] | None = None
         while remaining is None or remaining > 0:
@@ -272,7 +288,7 @@ class EmbeddedStore:
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         def delete() -> None:
-            for table in (self._t, self._c):
+            for table in (self._t, self._k, self._c):
                 self._conn.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
 
         with self._lock:
@@ -280,34 +296,50 @@ class EmbeddedStore:
 
     def _apply(self, updates: list[_Change]) -> None:
         conn = self._conn
-        t, c = self._t, self._c
-        families = ", ".join(_quote(f) for f in _FAMILY_COLUMNS)
-        upsert = (
-            f"INSERT INTO {t} (key, fetch_time, gen_mark, fetch_mark, upd_mark, {families})"
-            f" VALUES ({', '.join('?' * (5 + len(_FAMILY_COLUMNS)))}) ON CONFLICT (key) DO UPDATE"
-            " SET fetch_time = excluded.fetch_time, gen_mark = excluded.gen_mark,"
-            " fetch_mark = excluded.fetch_mark, upd_mark = excluded.upd_mark, "
-            + ", ".join(f"{_quote(f)} = excluded.{_quote(f)}" for f in _FAMILY_COLUMNS)
+        t, c, k = self._t, self._c, self._k
+        hot = [_quote(_FAMILY_COLUMNS[i]) for i in _HOT]
+        cold = [_quote(_FAMILY_COLUMNS[i]) for i in _COLD]
+        upsert_hot = (
+            f"INSERT INTO {t} (key, fetch_time, gen_mark, fetch_mark, upd_mark, has_links,"
+            f" has_content, {', '.join(hot)}) VALUES ({', '.join('?' * (7 + len(hot)))})"
+            " ON CONFLICT (key) DO UPDATE SET fetch_time = excluded.fetch_time,"
+            " gen_mark = excluded.gen_mark, fetch_mark = excluded.fetch_mark,"
+            " upd_mark = excluded.upd_mark, has_links = excluded.has_links,"
+            " has_content = excluded.has_content, " + ", ".join(f"{f} = excluded.{f}" for f in hot)
         )
-        read = (
-            f"SELECT w.key, w.fetch_time, w.gen_mark, w.fetch_mark, w.upd_mark, {families},"
-            f" EXISTS (SELECT 1 FROM {c} WHERE key = w.key) FROM {t} AS w WHERE w.key IN "
+        upsert_cold = (
+            f"INSERT INTO {k} (key, {', '.join(cold)}) VALUES ({', '.join('?' * (1 + len(cold)))})"
+            " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in cold)
         )
+        read_hot = (
+            f"SELECT key, fetch_time, gen_mark, fetch_mark, upd_mark, has_links, has_content,"
+            f" {', '.join(hot)} FROM {t} WHERE key IN "
+        )
+        read_cold = f"SELECT key, {', '.join(cold)} FROM {k} WHERE key IN "
         for i in range(0, len(updates), _CHUNK):
             chunk = updates[i : i + _CHUNK]
             old = {
                 record[0]: record
                 for record in conn.execute(
-                    read + f"({','.join('?' * len(chunk))})", [u.key for u in chunk]
+                    read_hot + f"({','.join('?' * len(chunk))})", [u.key for u in chunk]
                 )
             }
-            rows: list[tuple[Any, ...]] = []
+            # The second record is read only for rows whose write touches its families.
+            wanted = [u.key for u in chunk if u.touches_cold and u.key in old and old[u.key][5]]
+            links = {
+                record[0]: record[1:]
+                for record in conn.execute(read_cold + f"({','.join('?' * len(wanted))})", wanted)
+            }
+            hot_rows: list[tuple[Any, ...]] = []
+            cold_rows: list[tuple[Any, ...]] = []
             contents: list[tuple[bytes, bytes]] = []
             drop_content: list[tuple[bytes]] = []
+            drop_cold: list[tuple[bytes]] = []
             drop_rows: list[tuple[bytes]] = []
             for update in chunk:
                 record = old.get(update.key)
-                row = _Row.from_record(record) if record else _Row.new(update.key)
+                row = _Row.read(update.key, record, links.get(update.key), update.touches_cold)
+                had_links = row.has_links
                 row.apply(update)
                 content = update.content
                 if isinstance(content, bytes):
@@ -317,22 +349,29 @@ class EmbeddedStore:
                     if row.has_content:
                         drop_content.append((update.key,))
                     row.has_content = False
+                if update.touches_cold:
+                    row.has_links = any(row.blobs[j] for j in _COLD)
+                    if row.has_links:
+                        cold_rows.append(row.cold_record())
+                    elif had_links:
+                        drop_cold.append((update.key,))
                 if row.is_empty():
                     if record:
                         drop_rows.append((update.key,))
                     continue
-                rows.append(row.record())
-            conn.executemany(upsert, rows)
+                hot_rows.append(row.hot_record())
+            conn.executemany(upsert_hot, hot_rows)
+            if cold_rows:
+                conn.executemany(upsert_cold, cold_rows)
             if contents:
                 conn.executemany(
                     f"INSERT INTO {c} (key, value) VALUES (?, ?)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     contents,
                 )
-            if drop_content:
-                conn.executemany(f"DELETE FROM {c} WHERE key = ?", drop_content)
-            if drop_rows:
-                conn.executemany(f"DELETE FROM {t} WHERE key = ?", drop_rows)
+            for table, keys in ((c, drop_content), (k, drop_cold), (t, drop_rows)):
+                if keys:
+                    conn.executemany(f"DELETE FROM {table} WHERE key = ?", keys)
 
     # --- plumbing ------------------------------------------------------------------------------
 
@@ -399,7 +438,7 @@ def _group(puts: Cells) -> dict[bytes, Cells]:
 class _Change:
     """A row update with its cells grouped by family, the content apart."""
 
-    __slots__ = ("content", "deletes", "families", "key", "puts", "replace")
+    __slots__ = ("content", "deletes", "families", "key", "puts", "replace", "touches_cold")
 
     def __init__(self, update: RowUpdate) -> None:
         self.key = update.key
@@ -418,13 +457,14 @@ class _Change:
         self.puts = puts
         self.deletes = deletes
         self.families = set(puts) | set(deletes) | set(update.replace)
+        self.touches_cold = any(_FAMILY_INDEX.get(family) in _COLD_SET for family in self.families)
 
 
 class _Row:
-    """One record of the table while a write changes it: family blobs are decoded only when the
-    write touches their family."""
+    """One row while a write changes it. Family blobs are decoded only when the write touches
+    their family; the second record's families are known only when the write touches one."""
 
-    __slots__ = ("blobs", "fetch_time", "has_content", "key", "marks")
+    __slots__ = ("blobs", "fetch_time", "has_content", "has_links", "key", "marks")
 
     def __init__(
         self,
@@ -432,21 +472,33 @@ class _Row:
         fetch_time: int,
         marks: list[bytes | None],
         blobs: list[bytes | Cells | None],
+        has_links: bool,
         has_content: bool,
     ) -> None:
         self.key = key
         self.fetch_time = fetch_time
         self.marks = marks
         self.blobs = blobs
+        self.has_links = has_links
         self.has_content = has_content
 
     @classmethod
-    def new(cls, key: bytes) -> _Row:
-        return cls(key, 0, [None, None, None], [None] * len(FAMILIES), False)
-
-    @classmethod
-    def from_record(cls, record: Sequence[Any]) -> _Row:
-        return cls(record[0], record[1], list(record[2:5]), list(record[5:-1]), bool(record[-1]))
+    def read(
+        cls,
+        key: bytes,
+        hot: Sequence[Any] | None,
+        cold: Sequence[Any] | None,
+        touches_cold: bool,
+    ) -> _Row:
+        blobs: list[bytes | Cells | None] = [None] * len(FAMILIES)
+        if hot is None:
+            return cls(key, 0, [None, None, None], blobs, False, False)
+        for j, blob in zip(_HOT, hot[7:], strict=True):
+            blobs[j] = blob
+        if cold is not None:
+            for j, blob in zip(_COLD, cold, strict=True):
+                blobs[j] = blob
+        return cls(key, hot[1], list(hot[2:5]), blobs, bool(hot[5]), bool(hot[6]))
 
     def _family(self, index: int) -> Cells:
         blob = self.blobs[index]
@@ -480,11 +532,26 @@ class _Row:
             self.marks = [mk.get(b"mk:" + name) for name in _MARKER_COLUMNS]
 
     def is_empty(self) -> bool:
-        return not self.has_content and not any(self.blobs)
+        return not (self.has_content or self.has_links or any(self.blobs[j] for j in _HOT))
 
-    def record(self) -> tuple[Any, ...]:
-        blobs = [(_dumps(b) if b else None) if isinstance(b, dict) else b for b in self.blobs]
-        return (self.key, self.fetch_time, *self.marks, *blobs)
+    def _encoded(self, indexes: list[int]) -> list[bytes | None]:
+        return [
+            (_dumps(b) if b else None) if isinstance(b, dict) else b
+            for b in (self.blobs[j] for j in indexes)
+        ]
+
+    def hot_record(self) -> tuple[Any, ...]:
+        return (
+            self.key,
+            self.fetch_time,
+            *self.marks,
+            int(self.has_links),
+            int(self.has_content),
+            *self._encoded(_HOT),
+        )
+
+    def cold_record(self) -> tuple[Any, ...]:
+        return (self.key, *self._encoded(_COLD))
 
 
 class _Reader:
@@ -512,10 +579,16 @@ class _Reader:
         if not self.exact and not self.drop:
             self.exact = None  # whole families only: nothing to filter
 
-    def select(self, table: str, content_table: str) -> str:
+    def select(self, table: str, links_table: str, content_table: str) -> str:
         cols = ["w.key", "w.fetch_time", "c.value" if self.content else "NULL"]
-        cols += [f"w.{_quote(_FAMILY_COLUMNS[i])}" for i in self.families]
-        join = f" LEFT JOIN {content_table} AS c ON c.key = w.key" if self.content else ""
+        cols += [
+            f"{'k' if i in _COLD_SET else 'w'}.{_quote(_FAMILY_COLUMNS[i])}" for i in self.families
+        ]
+        join = ""
+        if any(i in _COLD_SET for i in self.families):
+            join += f" LEFT JOIN {links_table} AS k ON k.key = w.key"
+        if self.content:
+            join += f" LEFT JOIN {content_table} AS c ON c.key = w.key"
         return f"SELECT {', '.join(cols)} FROM {table} AS w{join}"
 
     def rows(
