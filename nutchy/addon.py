@@ -2,7 +2,8 @@
 
 It registers every ``NUTCH_*`` default (at the ``default`` priority, so the project and ``-s``
 override them and ``scrapy settings --get`` shows them), makes the ``nutch`` spider available,
-and switches the fetch on: nutchy's scheduler and its two downloader middlewares.
+and switches the fetch on: nutchy's scheduler and its two downloader middlewares, and the parse
+pipeline (``NUTCH_FETCHER_PARSE``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ FETCH_MIDDLEWARE_ORDER = 40
 #: requests of rows skip (``dont_obey_robotstxt``): robots.txt is checked once the request is
 #: known to go out, before any header, cookie or proxy work is done for it.
 ROBOTS_MIDDLEWARE_ORDER = 90
+#: Item pipelines: parse first (a project's own pipelines at the usual 300 then see parsed pages).
+PARSE_PIPELINE_ORDER = 100
 
 
 class NutchAddon:
@@ -34,6 +37,7 @@ class NutchAddon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         from nutchy.middlewares import NutchFetchMiddleware
+        from nutchy.pipelines import NutchParsePipeline
         from nutchy.robots import NutchRobotsMiddleware
 
         settings.setmodule("nutchy.default_settings", priority="default")
@@ -43,4 +47,7 @@ class NutchAddon:
         )
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", NutchRobotsMiddleware, ROBOTS_MIDDLEWARE_ORDER
+        )
+        settings.setdefault_in_component_priority_dict(
+            "ITEM_PIPELINES", NutchParsePipeline, PARSE_PIPELINE_ORDER
         )

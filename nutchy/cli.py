@@ -20,8 +20,12 @@ from nutchy.config import load_settings
 from nutchy.core.generate import new_batch_id
 from nutchy.core.inject import InjectMode
 from nutchy.exceptions import NutchError
+from nutchy.jobs._cycle import parse_config, signature, update_config
+from nutchy.jobs._settings import get_bool, get_float
+from nutchy.jobs.crawl import crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
 from nutchy.jobs.inject import InjectOptions, SeedPathError, inject, seed_files
+from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.readdb import (
     DUMP_FORMATS,
     dump,
@@ -31,6 +35,7 @@ from nutchy.jobs.readdb import (
     table_stats,
     top_scored,
 )
+from nutchy.jobs.updatedb import updatedb
 from nutchy.progress import Progress
 from nutchy.store import open_table
 
@@ -195,7 +200,62 @@ def build_parser() -> argparse.ArgumentParser:
     )
     readdb.add_argument("-text", action="store_true", help="with -dump: add the parsed text")
     readdb.set_defaults(run=_readdb)
+
+    parse = _subcommand(
+        commands,
+        "parse",
+        "parse the fetched pages of a batch",
+        "Parse the pages a fetch of batch ID stored (or of every batch with -all): title, text,"
+        " outlinks, signature and parse status. Safe to run again.",
+    )
+    _batch_or_all(parse)
+    parse.add_argument(
+        "-resume", action="store_true", help="leave pages already parsed in this batch alone"
+    )
+    parse.set_defaults(run=_parse)
+
+    update = _subcommand(
+        commands,
+        "updatedb",
+        "fold a fetched batch back into the web table",
+        "Apply the outcomes of batch ID (or of every generated batch with -all): status"
+        " transitions, next fetch times, scores, inlinks and new rows for new outlinks. Safe to"
+        " run again.",
+    )
+    _batch_or_all(update)
+    update.set_defaults(run=_updatedb)
+
+    crawl = _subcommand(
+        commands,
+        "crawl",
+        "inject, then rounds of generate, fetch, parse and updatedb",
+        "Nutch's bin/crawl: inject SEEDS once, then run rounds until -rounds are done, generate"
+        " selects nothing, or a file named STOP appears in the crawl directory (NUTCH_CRAWL_DIR);"
+        " the round under way always finishes.",
+    )
+    crawl.add_argument("seeds", metavar="SEEDS", help="a seed file, or a directory of seed files")
+    crawl.add_argument(
+        "-rounds",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="at most N rounds (default 1)",
+    )
+    crawl.add_argument(
+        "-topN",
+        dest="top_n",
+        type=_positive_int,
+        metavar="M",
+        help="fetch at most M URLs per round (default: every due URL)",
+    )
+    crawl.set_defaults(run=_crawl)
     return parser
+
+
+def _batch_or_all(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("batch_id", nargs="?", type=_batch_id, metavar="ID", help="the batch id")
+    which.add_argument("-all", dest="all", action="store_true", help="every batch")
 
 
 def _subcommand(
@@ -457,6 +517,68 @@ def _readdb(args: argparse.Namespace) -> int:
             for score, url in best:
                 print(f"{score:.6g}\t{url}")
     return 0
+
+
+def _parse(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    config = parse_config(settings)
+    sig = signature(settings)
+    skip_truncated = get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED")
+    timeout = get_float(settings, "NUTCH_PARSER_TIMEOUT")
+    batch_id = None if args.all else args.batch_id
+    with open_table(settings) as table:
+        counts = parse_batch(
+            table,
+            batch_id,
+            config=config,
+            signature=sig,
+            skip_truncated=skip_truncated,
+            timeout=timeout,
+            resume=args.resume,
+        )
+    print(
+        f"nutchy parse: {counts.parsed} parsed, {counts.redirects} redirects,"
+        f" {counts.not_parsed} not parsed (content type), {counts.failed} failed,"
+        f" {counts.truncated} truncated skipped, {counts.resumed} already parsed",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _updatedb(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    batch_id = None if args.all else args.batch_id
+    config = update_config(settings, batch_id)
+    with open_table(settings) as table:
+        counts = updatedb(table, batch_id, now=_now(), config=config)
+    print(
+        f"nutchy updatedb: {counts.batch_pages} pages of the batch updated,"
+        f" {counts.existing_targets} known and {counts.new_rows} new outlink targets"
+        f" ({counts.not_added} not added, {counts.invalid_targets} invalid)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _crawl(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    overrides = dict(item.partition("=")[::2] for item in args.settings)
+    if args.crawl_id is not None:
+        overrides["NUTCH_STORAGE_CRAWL_ID"] = args.crawl_id
+    try:
+        files = seed_files(args.seeds)
+    except SeedPathError as exc:
+        print(f"nutchy crawl: {exc}", file=sys.stderr)
+        return 1
+    report = crawl(
+        settings,
+        files,
+        rounds=args.rounds,
+        top_n=args.top_n,
+        overrides=overrides,
+        log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
+    )
+    return 1 if report.stopped.startswith("the fetch") else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,11 +21,62 @@ NUTCH_DB_FETCH_INTERVAL_DEFAULT = 2592000
 # interval cut to 90% of it. 90 days.
 NUTCH_DB_FETCH_INTERVAL_MAX = 7776000
 
+# Failed fetches (RETRY) after which updatedb marks a page GONE.
+NUTCH_DB_FETCH_RETRY_MAX = 3
+
+# Adaptive schedule: share by which the interval of a modified page shrinks.
+NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_DEC_RATE = 0.2
+
+# Adaptive schedule: share by which the interval of an unmodified page grows.
+NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_INC_RATE = 0.4
+
+# Adaptive schedule: longest interval (s), 365 days.
+NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_MAX_INTERVAL = 31536000
+
+# Adaptive schedule: shortest interval (s).
+NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_MIN_INTERVAL = 60
+
+# Adaptive schedule: whether the next fetch moves towards the page's last change.
+NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_SYNC_DELTA = True
+
+# Adaptive schedule: share of the time since the last change the next fetch moves back.
+NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_SYNC_DELTA_RATE = 0.3
+
+# The fetch schedule updatedb applies: DefaultFetchSchedule or AdaptiveFetchSchedule.
+NUTCH_DB_FETCH_SCHEDULE_CLASS = "nutchy.core.schedule.DefaultFetchSchedule"
+
 # Whether redirects (at fetch) and outlinks (at parse) to another host are ignored.
 NUTCH_DB_IGNORE_EXTERNAL_LINKS = False
 
+# Longest anchor text kept for an outlink, in characters.
+NUTCH_DB_MAX_ANCHOR_LENGTH = 100
+
+# Most outlinks kept per parsed page (< 0: all).
+NUTCH_DB_MAX_OUTLINKS_PER_PAGE = 100
+
 # Score of injected URLs that give none (also their OPIC cash).
 NUTCH_DB_SCORE_INJECTED = 1.0
+
+# OPIC: factor of the cash share an outlink to another host receives.
+NUTCH_DB_SCORE_LINK_EXTERNAL = 1.0
+
+# OPIC: factor of the cash share an outlink to the same host receives.
+NUTCH_DB_SCORE_LINK_INTERNAL = 1.0
+
+# How parse computes a page's signature: MD5Signature or TextProfileSignature.
+NUTCH_DB_SIGNATURE_CLASS = "nutchy.core.signature.MD5Signature"
+
+# TextProfileSignature: tokens must be longer than this many characters.
+NUTCH_DB_SIGNATURE_TEXT_PROFILE_MIN_TOKEN_LEN = 2
+
+# TextProfileSignature: quantization of token counts, relative to the highest count.
+NUTCH_DB_SIGNATURE_TEXT_PROFILE_QUANT_RATE = 0.01
+
+# Whether updatedb adds rows for new outlink targets.
+NUTCH_DB_UPDATE_ADDITIONS_ALLOWED = True
+
+# Most inlinks (best scored first) updatedb records per page and round.
+NUTCH_DB_UPDATE_MAX_INLINKS = 10000
 
 # (nutchy only) Seconds between two writes of fetch outcomes at most, however few are waiting.
 NUTCH_FETCHER_FLUSH_INTERVAL = 2.0
@@ -44,6 +95,9 @@ NUTCH_FETCHER_MAX_CRAWL_DELAY = 30
 # Shortest delay (s) between requests to a queue that a robots.txt Crawl-delay may ask for; -1
 # means NUTCH_FETCHER_SERVER_DELAY (Nutch 1.x, NUTCH-2775; Nutch 2.x takes any Crawl-delay).
 NUTCH_FETCHER_MIN_CRAWL_DELAY = -1.0
+
+# Whether pages are parsed during the fetch, by the parse item pipeline (Nutch: False).
+NUTCH_FETCHER_PARSE = True
 
 # In-memory fetch entries per fetch slot: CONCURRENT_REQUESTS times this many rows in all, and
 # NUTCH_FETCHER_THREADS_PER_QUEUE times this many per queue.
@@ -138,6 +192,15 @@ NUTCH_HTTP_STORE_RESPONSETIME = True
 
 # Timeout (ms) of one request.
 NUTCH_HTTP_TIMEOUT = 10000
+
+# Longest outlink URL kept, in characters.
+NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH = 3000
+
+# Whether parse skips pages whose content was truncated at fetch.
+NUTCH_PARSER_SKIP_TRUNCATED = True
+
+# Seconds one page may take to parse (-1: no limit); then the parse fails.
+NUTCH_PARSER_TIMEOUT = 30
 
 # (nutchy only) Seconds allowed to resolve one host when partitioning by IP; a host that does not
 # resolve in time is partitioned by its name.

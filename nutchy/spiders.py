@@ -14,7 +14,8 @@ The spider's arguments say what to fetch:
 
 Each response reaches :meth:`NutchSpider.parse` with its recorded outcome in
 ``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
-``parse`` yields nothing (Nutch's ``fetcher.parse`` is off by default).
+with ``NUTCH_FETCHER_PARSE`` on (the default), ``parse`` passes each successful fetch on to
+:class:`~nutchy.pipelines.NutchParsePipeline`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Spider
 
-from nutchy._fetch import FetchJob
+from nutchy._fetch import META_ENTRY, META_OUTCOME, FetchJob
+from nutchy.core.status import CrawlStatus
+from nutchy.pipelines import FetchedPage
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -51,6 +54,7 @@ class NutchSpider(Spider):
         self.fetch_job = FetchJob.from_args(
             batch, resume=resume, partition=partition, timelimit=timelimit
         )
+        self._parse_enabled: bool | None = None
 
     async def start(self) -> AsyncIterator[Any]:
         """No start requests: the scheduler streams the batch from the table."""
@@ -58,5 +62,27 @@ class NutchSpider(Spider):
         yield  # an async generator that yields nothing
 
     def parse(self, response: Response, **kwargs: Any) -> Any:
-        """Called with every response of the batch; the fetch is already recorded."""
-        return None
+        """Called with every response of the batch; the fetch is already recorded.
+
+        With ``NUTCH_FETCHER_PARSE`` on, a successful fetch is passed on as a
+        :class:`~nutchy.pipelines.FetchedPage` item, for
+        :class:`~nutchy.pipelines.NutchParsePipeline`.
+        """
+        if self._parse_enabled is None:
+            self._parse_enabled = self.settings.getbool("NUTCH_FETCHER_PARSE")
+        if not self._parse_enabled:
+            return None
+        entry = response.meta.get(META_ENTRY)
+        outcome = response.meta.get(META_OUTCOME)
+        if entry is None or outcome is None or outcome.crawl_status != CrawlStatus.FETCHED:
+            return None
+        return FetchedPage(
+            key=entry.key,
+            url=entry.url,
+            batch_id=entry.batch_id,
+            base_url=outcome.base_url or entry.url,
+            content_type=outcome.content_type,
+            headers=dict(outcome.headers or {}),
+            content=outcome.content or b"",
+            truncated=outcome.truncated,
+        )

@@ -1,0 +1,39 @@
+"""Fetch one batch in this process: ``python -m nutchy._fetchrun BATCH [SETTINGS_JSON]``.
+
+``nutchy crawl`` runs each round's fetch in a child process, because Twisted's reactor cannot be
+started twice in one process. The child reads nutchy's defaults, the Scrapy project's settings
+(when there is a project), then the overrides given as a JSON object, turns the add-on on, and
+runs the ``nutch`` spider on the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+from nutchy.config import load_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not 1 <= len(args) <= 2:
+        print("usage: python -m nutchy._fetchrun BATCH [SETTINGS_JSON]", file=sys.stderr)
+        return 2
+    from scrapy.crawler import CrawlerProcess
+
+    from nutchy.spiders import NutchSpider
+
+    overrides = json.loads(args[1]) if len(args) == 2 else {}
+    settings = load_settings(overrides)
+    settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
+    if "LOG_LEVEL" not in overrides:
+        settings.set("LOG_LEVEL", "INFO", "cmdline")
+    process = CrawlerProcess(settings, install_root_handler=True)
+    process.crawl(NutchSpider, batch=args[0])
+    process.start()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

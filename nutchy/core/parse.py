@@ -1,0 +1,375 @@
+"""Parsing a fetched page: title, text, outlinks with anchors, and the parse status.
+
+This is Nutch's ``ParseUtil`` with ``parse-html`` and ``parse-text``, over the standard library's
+:class:`html.parser.HTMLParser`. HTML pages give their title, their visible text, and their
+links (``a`` and ``area`` ``href``, ``frame`` and ``iframe`` ``src``) resolved against
+``<base href>``; ``<meta name="robots">`` ``noindex`` empties text and title and ``nofollow``
+drops the links; a ``<meta http-equiv="refresh">`` makes the parse a redirect. Plain text gives
+its text. Other content types are not parsed.
+
+>>> html = b'''<html><head><title> Hi </title><base href="http://example.com/dir/"></head>
+... <body><p>Hello <b>world</b></p><a href="page.html">A  page</a>
+... <script>var x = 1;</script><a href="mailto:x@y">mail</a></body></html>'''
+>>> r = parse_content("http://example.com/", html, "text/html")
+>>> r.status.major, r.title, r.text
+(1, 'Hi', 'Hello world A page mail')
+>>> r.outlinks
+{'http://example.com/dir/page.html': 'A page'}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Final
+from urllib.parse import urljoin
+
+from w3lib.encoding import html_to_unicode
+
+from nutchy.core.fetch import TRUNCATED_KEY, RowChange
+from nutchy.core.signature import Signature
+from nutchy.core.status import Mark, Metadata, ParseStatus, ParseStatusMajor, ParseStatusMinor
+from nutchy.core.urls import host_of, normalize_url
+from nutchy.core.webpage import WebPage
+
+__all__ = [
+    "PARSE_FIELDS",
+    "ParseConfig",
+    "ParseResult",
+    "ParseTimeout",
+    "is_truncated",
+    "parse_change",
+    "parse_content",
+]
+
+HTML_TYPES: Final = frozenset({"text/html", "application/xhtml+xml", "application/xml+xhtml"})
+TEXT_TYPES: Final = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
+
+#: Elements whose content is not text a reader sees.
+_INVISIBLE: Final = frozenset({"script", "style", "noscript", "template"})
+#: Link-bearing attributes, by element.
+_LINK_ATTRS: Final = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
+#: How much markup is parsed between two checks of the time limit.
+_CHUNK: Final = 16384
+_REFRESH: Final = re.compile(
+    r"^\s*(\d+(?:\.\d*)?)?\s*[;,]?\s*(?:url\s*=\s*)?(.*?)\s*$", re.IGNORECASE
+)
+
+
+class ParseTimeout(Exception):
+    """The time limit of one parse (``parser.timeout``) ran out."""
+
+
+def _status(
+    major: ParseStatusMajor,
+    minor: ParseStatusMinor = ParseStatusMinor.SUCCESS_OK,
+    args: tuple[str, ...] = (),
+) -> ParseStatus:
+    return ParseStatus(int(major), int(minor), args)
+
+
+def _default_accept(url: str) -> str | None:
+    try:
+        return normalize_url(url)
+    except ValueError:  # InvalidURL, or what urllib raises on a broken URL
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ParseConfig:
+    """The settings of parsing.
+
+    *accept* normalizes and filters an outlink (``None`` drops it); by default it only
+    normalizes. *max_outlinks* is ``db.max.outlinks.per.page`` (< 0: no limit), *max_anchor_length*
+    ``db.max.anchor.length``, *max_target_length* ``parser.html.outlinks.max.target.length``;
+    *ignore_internal_links* and *ignore_external_links* drop links to the page's own host and to
+    other hosts. *deadline* and *clock* bound the time of one parse: the parse fails when
+    ``clock()`` passes *deadline* (no limit without a clock).
+    """
+
+    accept: Callable[[str], str | None] = _default_accept
+    max_outlinks: int = 100
+    max_anchor_length: int = 100
+    max_target_length: int = 3000
+    ignore_internal_links: bool = False
+    ignore_external_links: bool = False
+    deadline: float | None = None
+    clock: Callable[[], float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult:
+    """The outcome of parsing one page.
+
+    *status* is the parse status (``p:st``). On success (minor ``SUCCESS_OK``) *title*, *text*
+    and *outlinks* (target → anchor) are the page's; on a meta refresh (minor
+    ``SUCCESS_REDIRECT``, args: target and delay) *outlinks* holds only the refresh target.
+    """
+
+    status: ParseStatus
+    title: str = ""
+    text: str = ""
+    outlinks: dict[str, str] = field(default_factory=dict)
+
+
+class _HTMLExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.text: list[str] = []
+        self.links: list[tuple[str, list[str]]] = []
+        self.base: str | None = None
+        self.robots: set[str] = set()
+        self.refresh: str | None = None
+        self._invisible = 0
+        self._in_title = False
+        self._anchor: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {k: v or "" for k, v in attrs}
+        if tag == "title":
+            self._in_title = True
+        elif tag in _INVISIBLE:
+            self._invisible += 1
+        elif tag == "base" and self.base is None and values.get("href"):
+            self.base = values["href"].strip()
+        elif tag == "meta":
+            name = values.get("name", "").lower()
+            equiv = values.get("http-equiv", "").lower()
+            if name == "robots":
+                self.robots.update(p.strip() for p in values.get("content", "").lower().split(","))
+            elif equiv == "refresh" and self.refresh is None:
+                self.refresh = values.get("content", "")
+        if tag in _LINK_ATTRS and values.get(_LINK_ATTRS[tag]):
+            anchor: list[str] = []
+            self.links.append((values[_LINK_ATTRS[tag]].strip(), anchor))
+            if tag == "a":
+                self._anchor = anchor
+            elif values.get("alt"):
+                anchor.append(values["alt"])
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag in _INVISIBLE:
+            self._invisible -= 1
+        elif tag == "a":
+            self._anchor = None
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        elif tag in _INVISIBLE:
+            self._invisible = max(0, self._invisible - 1)
+        elif tag == "a":
+            self._anchor = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title.append(data)
+        elif not self._invisible:
+            self.text.append(data)
+            if self._anchor is not None:
+                self._anchor.append(data)
+
+
+def _squash(parts: list[str]) -> str:
+    return " ".join(" ".join(parts).split())
+
+
+def _meta_refresh(content: str, base: str) -> tuple[str, str] | None:
+    match = _REFRESH.match(content)
+    if match is None or not match.group(2):
+        return None
+    try:
+        target = urljoin(base, match.group(2).strip("'\""))
+    except ValueError:
+        return None
+    return target, match.group(1) or "0"
+
+
+def _host(url: str) -> str | None:
+    try:
+        return host_of(url)
+    except ValueError:
+        return None
+
+
+def _select_outlinks(url: str, links: list[tuple[str, str]], config: ParseConfig) -> dict[str, str]:
+    """The outlinks kept: valid, normalized, filtered, deduplicated, within the limits.
+
+    Up to *max_outlinks* are *stored*, as in Nutch 2.3.1 (2.4 counts the skipped ones too).
+    """
+    outlinks: dict[str, str] = {}
+    host = _host(url)
+    for target, anchor in links:
+        if 0 <= config.max_outlinks <= len(outlinks):
+            break
+        if len(target) > config.max_target_length:
+            continue
+        accepted = config.accept(target)
+        if accepted is None or accepted in outlinks:
+            continue
+        same_host = _host(accepted) == host
+        if (same_host and config.ignore_internal_links) or (
+            not same_host and config.ignore_external_links
+        ):
+            continue
+        outlinks[accepted] = anchor[: config.max_anchor_length]
+    return outlinks
+
+
+def _parse_html(url: str, text: str, config: ParseConfig) -> ParseResult:
+    extractor = _HTMLExtractor()
+    for start in range(0, len(text), _CHUNK):
+        extractor.feed(text[start : start + _CHUNK])
+        clock, deadline = config.clock, config.deadline
+        if clock is not None and deadline is not None and clock() > deadline:
+            raise ParseTimeout(url)
+    extractor.close()
+    base = url
+    if extractor.base:
+        with contextlib.suppress(ValueError):
+            base = urljoin(url, extractor.base)
+    if extractor.refresh is not None:
+        refresh = _meta_refresh(extractor.refresh, base)
+        if refresh is not None:
+            target = config.accept(refresh[0])
+            if target is not None and target != url:
+                return ParseResult(
+                    _status(ParseStatusMajor.SUCCESS, ParseStatusMinor.SUCCESS_REDIRECT, refresh),
+                    outlinks={target: ""},
+                )
+    noindex = bool(extractor.robots & {"noindex", "none"})
+    nofollow = bool(extractor.robots & {"nofollow", "none"})
+    links: list[tuple[str, str]] = []
+    if not nofollow:
+        for href, anchor in extractor.links:
+            if href.startswith(("#", "javascript:", "mailto:", "tel:", "data:")):
+                continue
+            try:
+                target = urljoin(base, href)
+            except ValueError:  # "Invalid IPv6 URL" and the like
+                continue
+            links.append((target, _squash(anchor)))
+    return ParseResult(
+        _status(ParseStatusMajor.SUCCESS, ParseStatusMinor.SUCCESS_OK),
+        title="" if noindex else _squash(extractor.title),
+        text="" if noindex else _squash(extractor.text),
+        outlinks=_select_outlinks(url, links, config),
+    )
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def parse_content(
+    url: str,
+    content: bytes | None,
+    content_type: str | None,
+    config: ParseConfig | None = None,
+) -> ParseResult:
+    """Parse *content* fetched from *url* with *content_type* (its ``Content-Type`` header).
+
+    A content type nutchy cannot parse gives status ``NOTPARSED``; content that is missing or
+    breaks the parser, or a parse over its time limit, gives ``FAILED``.
+
+    >>> parse_content("http://a/", b"plain words", "text/plain; charset=utf-8").text
+    'plain words'
+    >>> parse_content("http://a/", b"%PDF", "application/pdf").status
+    ParseStatus(major=0, minor=0, args=())
+    >>> r = parse_content("http://a/", b'<meta http-equiv="refresh" content="0; url=/b">', "text/html")
+    >>> r.status.minor, r.status.args, r.outlinks
+    (100, ('http://a/b', '0'), {'http://a/b': ''})
+    """
+    config = config or ParseConfig()
+    media = _media_type(content_type)
+    if media not in HTML_TYPES and media not in TEXT_TYPES:
+        return ParseResult(_status(ParseStatusMajor.NOTPARSED))
+    if content is None:
+        return ParseResult(
+            _status(ParseStatusMajor.FAILED, ParseStatusMinor.FAILED_MISSING_CONTENT)
+        )
+    _, text = html_to_unicode(content_type, content)
+    if media in TEXT_TYPES:
+        return ParseResult(
+            _status(ParseStatusMajor.SUCCESS, ParseStatusMinor.SUCCESS_OK), text=text.strip()
+        )
+    try:
+        return _parse_html(url, text, config)
+    except ParseTimeout:
+        return ParseResult(
+            _status(ParseStatusMajor.FAILED, ParseStatusMinor.FAILED_EXCEPTION, ("timeout",))
+        )
+
+
+#: The fields :func:`parse_change` reads.
+PARSE_FIELDS: Final = (
+    "status",
+    "base_url",
+    "content",
+    "content_type",
+    "headers",
+    "signature",
+    "prev_signature",
+    "outlinks",
+    "metadata",
+    "markers",
+)
+
+
+def is_truncated(page: WebPage) -> bool:
+    """Whether the stored content of *page* is cut short (``parser.skip.truncated`` skips it).
+
+    It is when the fetcher said so, or when ``Content-Length`` is larger than the content.
+
+    >>> is_truncated(WebPage("a:http/", content=b"abc", headers={"Content-Length": "9"}))
+    True
+    """
+    if page.metadata.get(TRUNCATED_KEY) == b"true":
+        return True
+    for name, value in page.headers.items():
+        if name.lower() == "content-length":
+            try:
+                return int(value.strip()) > len(page.content or b"")
+            except ValueError:
+                return False
+    return False
+
+
+def parse_change(page: WebPage, result: ParseResult, signature: Signature) -> RowChange:
+    """The columns a parse of *page* with *result* writes (reference §7).
+
+    A successful parse writes title, text, the signature (the old one moves to ``p:psig``), the
+    outlinks (replacing the old ones) and the parse mark. Content that is not parsed gets its
+    status, its signature and the mark, so that updatedb can still tell a changed file. A meta
+    refresh adds its target to the outlinks and flags the redirect; a failure writes its status
+    only. Parsing the same fetch again changes nothing: ``p:psig`` only moves when the row does
+    not already carry this batch's parse mark.
+    """
+    fields: dict[str, object] = {"parse_status": result.status}
+    entries: dict[str, dict[str, object]] = {}
+    replace: dict[str, dict[str, object]] = {}
+    batch = page.markers.get(Mark.FETCH)
+    major, minor = result.status.major, result.status.minor
+    if major == ParseStatusMajor.SUCCESS and minor == ParseStatusMinor.SUCCESS_REDIRECT:
+        entries["outlinks"] = dict(result.outlinks)
+        entries["metadata"] = {Metadata.REDIRECT_DISCOVERED: b"y"}
+        return RowChange(fields, entries, replace)
+    if major not in (ParseStatusMajor.SUCCESS, ParseStatusMajor.NOTPARSED):
+        return RowChange(fields, entries, replace)
+    new_signature = signature.calculate(page.content, result.text, page.base_url or page.url)
+    already_parsed = batch is not None and page.markers.get(Mark.PARSE) == batch
+    if not already_parsed and page.signature is not None:
+        fields["prev_signature"] = page.signature
+    fields["signature"] = new_signature
+    if major == ParseStatusMajor.SUCCESS:
+        fields["title"] = result.title
+        fields["text"] = result.text
+        replace["outlinks"] = dict(result.outlinks)
+    if batch is not None:
+        entries["markers"] = {Mark.PARSE: batch}
+    return RowChange(fields, entries, replace)

@@ -1,0 +1,107 @@
+"""The configuration of parse and updatedb, read from settings (shared by jobs and pipelines)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nutchy.core.parse import ParseConfig
+from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule, FetchSchedule
+from nutchy.core.scoring import OPICScoring
+from nutchy.core.signature import MD5Signature, Signature, TextProfileSignature
+from nutchy.core.update import UpdateConfig
+from nutchy.core.urls import normalize_url
+from nutchy.exceptions import ConfigError
+from nutchy.jobs._settings import get_bool, get_float, get_int, url_filter
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+#: Accepted values of ``NUTCH_DB_FETCH_SCHEDULE_CLASS``, with Nutch's class names as aliases.
+SCHEDULES = {
+    "nutchy.core.schedule.DefaultFetchSchedule": "default",
+    "org.apache.nutch.crawl.DefaultFetchSchedule": "default",
+    "nutchy.core.schedule.AdaptiveFetchSchedule": "adaptive",
+    "org.apache.nutch.crawl.AdaptiveFetchSchedule": "adaptive",
+}
+#: Accepted values of ``NUTCH_DB_SIGNATURE_CLASS``, with Nutch's class names as aliases.
+SIGNATURES = {
+    "nutchy.core.signature.MD5Signature": "md5",
+    "org.apache.nutch.crawl.MD5Signature": "md5",
+    "nutchy.core.signature.TextProfileSignature": "profile",
+    "org.apache.nutch.crawl.TextProfileSignature": "profile",
+}
+
+
+def _choice(settings: BaseSettings, name: str, choices: dict[str, str]) -> str:
+    value = settings.get(name)
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return choices[value]
+
+
+def fetch_schedule(settings: BaseSettings) -> FetchSchedule:
+    """The schedule ``NUTCH_DB_FETCH_SCHEDULE_CLASS`` names, configured."""
+    default = get_int(settings, "NUTCH_DB_FETCH_INTERVAL_DEFAULT", 0)
+    maximum = get_int(settings, "NUTCH_DB_FETCH_INTERVAL_MAX", 0)
+    if _choice(settings, "NUTCH_DB_FETCH_SCHEDULE_CLASS", SCHEDULES) == "default":
+        return DefaultFetchSchedule(default, maximum)
+    prefix = "NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_"
+    try:
+        return AdaptiveFetchSchedule(
+            default,
+            maximum,
+            inc_rate=get_float(settings, prefix + "INC_RATE"),
+            dec_rate=get_float(settings, prefix + "DEC_RATE"),
+            min_interval=get_int(settings, prefix + "MIN_INTERVAL", 0),
+            max_adaptive_interval=get_int(settings, prefix + "MAX_INTERVAL", 0),
+            sync_delta=get_bool(settings, prefix + "SYNC_DELTA"),
+            sync_delta_rate=get_float(settings, prefix + "SYNC_DELTA_RATE"),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{prefix}MIN_INTERVAL/MAX_INTERVAL: {exc}") from None
+
+
+def signature(settings: BaseSettings) -> Signature:
+    """The signature ``NUTCH_DB_SIGNATURE_CLASS`` names, configured."""
+    if _choice(settings, "NUTCH_DB_SIGNATURE_CLASS", SIGNATURES) == "md5":
+        return MD5Signature()
+    return TextProfileSignature(
+        get_int(settings, "NUTCH_DB_SIGNATURE_TEXT_PROFILE_MIN_TOKEN_LEN", 0),
+        get_float(settings, "NUTCH_DB_SIGNATURE_TEXT_PROFILE_QUANT_RATE"),
+    )
+
+
+def update_config(settings: BaseSettings, batch_id: str | None) -> UpdateConfig:
+    """The :class:`~nutchy.core.update.UpdateConfig` of *settings*, for *batch_id*."""
+    return UpdateConfig(
+        schedule=fetch_schedule(settings),
+        scoring=OPICScoring(
+            get_float(settings, "NUTCH_DB_SCORE_INJECTED"),
+            get_float(settings, "NUTCH_DB_SCORE_LINK_INTERNAL"),
+            get_float(settings, "NUTCH_DB_SCORE_LINK_EXTERNAL"),
+        ),
+        retry_max=get_int(settings, "NUTCH_DB_FETCH_RETRY_MAX", 0),
+        max_inlinks=get_int(settings, "NUTCH_DB_UPDATE_MAX_INLINKS", 0),
+        additions_allowed=get_bool(settings, "NUTCH_DB_UPDATE_ADDITIONS_ALLOWED"),
+        batch_id=batch_id,
+    )
+
+
+def parse_config(settings: BaseSettings) -> ParseConfig:
+    """The :class:`~nutchy.core.parse.ParseConfig` of *settings* (without a time limit)."""
+    rules = url_filter(settings)
+
+    def accept(url: str) -> str | None:
+        try:
+            normalized = normalize_url(url)
+        except ValueError:
+            return None
+        return normalized if rules.accepts(normalized) else None
+
+    return ParseConfig(
+        accept=accept,
+        max_outlinks=get_int(settings, "NUTCH_DB_MAX_OUTLINKS_PER_PAGE"),
+        max_anchor_length=get_int(settings, "NUTCH_DB_MAX_ANCHOR_LENGTH", 0),
+        max_target_length=get_int(settings, "NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH", 1),
+        ignore_external_links=get_bool(settings, "NUTCH_DB_IGNORE_EXTERNAL_LINKS"),
+    )

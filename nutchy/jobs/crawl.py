@@ -1,0 +1,111 @@
+"""The crawl job: Nutch's ``bin/crawl`` (``nutchy crawl SEEDS -rounds N -topN M``).
+
+Inject the seeds once, then run rounds of generate, fetch, parse and updatedb until *rounds* are
+done, generate selects nothing, or a file named ``STOP`` appears in the crawl directory (checked
+before each round, so the current round always finishes). Generate, parse and updatedb run in
+this process; each fetch runs ``scrapy crawl nutch`` in a child process (see
+:mod:`nutchy._fetchrun`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nutchy.core.generate import new_batch_id
+from nutchy.jobs._cycle import parse_config, signature, update_config
+from nutchy.jobs._settings import get_bool, get_float
+from nutchy.jobs.generate import GenerateOptions, generate
+from nutchy.jobs.inject import InjectOptions, inject
+from nutchy.jobs.parse import parse_batch
+from nutchy.jobs.updatedb import updatedb
+from nutchy.store import open_table
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+#: Name of the file in the crawl directory that stops a crawl after its current round.
+STOP_FILE = "STOP"
+
+
+@dataclass
+class CrawlReport:
+    """What a crawl did: the batch of each round, and why it stopped."""
+
+    injected: int = 0
+    batches: list[str] = field(default_factory=list)
+    stopped: str = ""
+
+
+def fetch_in_child(batch_id: str, overrides: Mapping[str, Any]) -> int:
+    """Fetch *batch_id* with ``python -m nutchy._fetchrun``; return its exit code."""
+    command = [sys.executable, "-m", "nutchy._fetchrun", batch_id, json.dumps(dict(overrides))]
+    return subprocess.run(command, check=False).returncode
+
+
+def crawl(
+    settings: BaseSettings,
+    seeds: Sequence[Path],
+    *,
+    rounds: int,
+    top_n: int | None,
+    overrides: Mapping[str, Any],
+    fetch: Callable[[str, Mapping[str, Any]], int] = fetch_in_child,
+    log: Callable[[str], None] = print,
+) -> CrawlReport:
+    """Run the crawl; *overrides* are the settings given on the command line, passed to fetch."""
+    report = CrawlReport()
+    stop = Path(settings.get("NUTCH_CRAWL_DIR")) / STOP_FILE
+    with open_table(settings) as table:
+        if seeds:
+            result = inject(table, seeds, InjectOptions.from_settings(settings), now=_now())
+            report.injected = result.injected
+            log(f"inject: {result.injected} URLs injected")
+        generate_options = GenerateOptions.from_settings(settings, top_n=top_n)
+        parse_options = parse_config(settings)
+        sig = signature(settings)
+        skip_truncated = get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED")
+        timeout = get_float(settings, "NUTCH_PARSER_TIMEOUT")
+        for number in range(1, rounds + 1):
+            if stop.exists():
+                report.stopped = f"{stop} found"
+                break
+            now = _now()
+            batch_id = new_batch_id(now, number)
+            generated = generate(table, generate_options, now=now, batch_id=batch_id)
+            if generated.selected == 0:
+                report.stopped = "nothing left to fetch"
+                break
+            report.batches.append(batch_id)
+            log(f"round {number}: batch {batch_id}, {generated.selected} URLs")
+            code = fetch(batch_id, overrides)
+            if code != 0:
+                report.stopped = f"the fetch of batch {batch_id} failed (exit code {code})"
+                break
+            parsed = parse_batch(
+                table,
+                batch_id,
+                config=parse_options,
+                signature=sig,
+                skip_truncated=skip_truncated,
+                timeout=timeout,
+                resume=True,  # pages the fetch parsed already (NUTCH_FETCHER_PARSE)
+            )
+            updated = updatedb(
+                table, batch_id, now=_now(), config=update_config(settings, batch_id)
+            )
+            log(f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs")
+        else:
+            report.stopped = f"{rounds} rounds done"
+    log(f"stopped, {report.stopped}")
+    return report
+
+
+def _now() -> int:
+    return int(time.time() * 1000)

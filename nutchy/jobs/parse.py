@@ -1,0 +1,100 @@
+"""The parse job: parse the fetched pages of a batch (``nutchy parse ID``).
+
+It runs the same code as the parse pipeline (:mod:`nutchy.core.parse`) over rows the fetcher
+marked with ``mk:_ftcmrk_``: a batch fetched with parsing off, or one whose crawl stopped before
+its pages were parsed. Running it twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from nutchy.core.parse import (
+    PARSE_FIELDS,
+    ParseConfig,
+    is_truncated,
+    parse_change,
+    parse_content,
+)
+from nutchy.core.signature import Signature
+from nutchy.core.status import CrawlStatus, Mark, ParseStatusMajor, ParseStatusMinor
+from nutchy.store.schema import build_update
+from nutchy.store.table import WebTable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ParseCounts:
+    """What one run of the parse job did."""
+
+    parsed: int = 0
+    redirects: int = 0
+    failed: int = 0
+    not_parsed: int = 0
+    not_fetched: int = 0
+    truncated: int = 0
+    resumed: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.parsed + self.redirects + self.failed + self.not_parsed
+
+
+def parse_batch(
+    table: WebTable,
+    batch_id: str | None,
+    *,
+    config: ParseConfig,
+    signature: Signature,
+    skip_truncated: bool = True,
+    timeout: float = 30,
+    resume: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> ParseCounts:
+    """Parse the fetched rows of *batch_id* (every fetched row for ``None``) and write the result.
+
+    Only rows whose fetch succeeded (status FETCHED) are parsed; with *skip_truncated*, rows whose
+    content was truncated are left alone; with *resume*, so are rows already parsed in this
+    batch. *timeout* (s, < 0 for none) bounds the parse of one page, timed with *clock*.
+    """
+    counts = ParseCounts()
+    marker = None if batch_id is None else (Mark.FETCH, batch_id)
+    with table.writer() as writer:
+        for page in table.scan(PARSE_FIELDS, marker=marker, skip_errors=True):
+            fetch_mark = page.markers.get(Mark.FETCH)
+            if fetch_mark is None or page.status != CrawlStatus.FETCHED:
+                counts.not_fetched += 1
+                continue
+            if resume and page.markers.get(Mark.PARSE) == fetch_mark:
+                counts.resumed += 1
+                continue
+            if skip_truncated and is_truncated(page):
+                counts.truncated += 1
+                continue
+            page_config = config
+            if timeout >= 0:
+                page_config = replace(config, clock=clock, deadline=clock() + timeout)
+            result = parse_content(
+                page.base_url or page.url, page.content, page.content_type, page_config
+            )
+            major, minor = result.status.major, result.status.minor
+            if major == ParseStatusMajor.SUCCESS:
+                if minor == ParseStatusMinor.SUCCESS_REDIRECT:
+                    counts.redirects += 1
+                else:
+                    counts.parsed += 1
+            elif major == ParseStatusMajor.NOTPARSED:
+                counts.not_parsed += 1
+            else:
+                counts.failed += 1
+                logger.debug(
+                    "Failed to parse %(url)s: %(status)s",
+                    {"url": page.url, "status": result.status},
+                )
+            change = parse_change(page, result, signature)
+            writer.add(build_update(page.key, change.fields, change.entries, change.replace))
+    return counts

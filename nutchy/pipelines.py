@@ -1,0 +1,149 @@
+"""Item pipelines of nutchy: parse during the fetch (``fetcher.parse``).
+
+With ``NUTCH_FETCHER_PARSE`` on, the ``nutch`` spider yields a :class:`FetchedPage` for every
+successful fetch, and :class:`NutchParsePipeline` parses it with the code of ``nutchy parse``
+(:mod:`nutchy.core.parse`) and writes the parse columns. Pages are parsed and written in a
+thread, in batches of ``NUTCH_FETCHER_FLUSH_SIZE``, never on the reactor.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.asyncio import run_in_thread
+
+from nutchy.core.parse import ParseConfig, is_truncated, parse_change, parse_content
+from nutchy.core.signature import Signature
+from nutchy.core.status import CrawlStatus, Mark
+from nutchy.core.webpage import WebPage
+from nutchy.jobs._cycle import parse_config, signature
+from nutchy.jobs._settings import get_bool, get_float, get_int
+from nutchy.store import open_table
+from nutchy.store.schema import build_update
+from nutchy.store.table import WebTable
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FetchedPage", "NutchParsePipeline"]
+
+
+@dataclass
+class FetchedPage:
+    """A page the ``nutch`` spider fetched successfully, on its way to the parse pipeline."""
+
+    key: str
+    url: str
+    batch_id: str
+    base_url: str | None
+    content_type: str | None
+    headers: dict[str, str] = field(repr=False)
+    content: bytes = field(repr=False)
+    truncated: bool = False
+
+
+class NutchParsePipeline:
+    """Parses every :class:`FetchedPage` and writes title, text, outlinks, signature, parse status
+    and the parse mark (see docs/parse.md). Other items pass through untouched."""
+
+    def __init__(
+        self,
+        table: WebTable,
+        *,
+        config: ParseConfig,
+        signature: Signature,
+        skip_truncated: bool,
+        timeout: float,
+        flush_size: int,
+        stats: StatsCollector,
+    ) -> None:
+        self.table = table
+        self.config = config
+        self.signature = signature
+        self.skip_truncated = skip_truncated
+        self.timeout = timeout
+        self.flush_size = flush_size
+        self.stats = stats
+        self.pending: list[FetchedPage] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        if not get_bool(settings, "NUTCH_FETCHER_PARSE"):
+            raise NotConfigured("NUTCH_FETCHER_PARSE is False")
+        assert crawler.stats is not None
+        return cls(
+            open_table(settings),
+            config=parse_config(settings),
+            signature=signature(settings),
+            skip_truncated=get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
+            timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
+            flush_size=get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
+            stats=crawler.stats,
+        )
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, FetchedPage):
+            return item
+        self.pending.append(item)
+        if len(self.pending) >= self.flush_size:
+            await self._flush()
+        return item
+
+    async def close_spider(self) -> None:
+        await self._flush()
+        await run_in_thread(self.table.close)
+
+    async def _flush(self) -> None:
+        pages, self.pending = self.pending, []
+        if pages:
+            await run_in_thread(self._parse_and_write, pages)
+
+    def _parse_and_write(self, pages: list[FetchedPage]) -> None:
+        """Parse *pages* and write the results (in a thread)."""
+        stored = self.table.get_many(
+            [p.key for p in pages], ["signature", "prev_signature", "markers"]
+        )
+        updates = []
+        for fetched in pages:
+            row = stored.get(fetched.key) or WebPage(fetched.key)
+            page = WebPage(
+                fetched.key,
+                status=CrawlStatus.FETCHED,
+                base_url=fetched.base_url,
+                content=fetched.content,
+                content_type=fetched.content_type,
+                headers=fetched.headers,
+                signature=row.signature,
+                prev_signature=row.prev_signature,
+                metadata={"truncated-content": b"true"} if fetched.truncated else {},
+                markers={**row.markers, Mark.FETCH: fetched.batch_id},
+            )
+            if self.skip_truncated and is_truncated(page):
+                self.stats.inc_value("nutch/parse/skipped/truncated")
+                continue
+            config = self.config
+            if self.timeout >= 0:
+                config = replace(
+                    config, clock=time.monotonic, deadline=time.monotonic() + self.timeout
+                )
+            content_type = fetched.headers.get("Content-Type") or fetched.content_type
+            result = parse_content(
+                fetched.base_url or fetched.url, fetched.content, content_type, config
+            )
+            self.stats.inc_value(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
+            change = parse_change(page, result, self.signature)
+            updates.append(build_update(fetched.key, change.fields, change.entries, change.replace))
+        try:
+            self.table.write(updates)
+        except Exception:
+            self.stats.inc_value("nutch/store/put_error", len(updates))
+            logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})

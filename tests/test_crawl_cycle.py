@@ -1,0 +1,109 @@
+"""``nutchy crawl``: inject, then whole rounds of generate, fetch, parse and updatedb, on a small
+loopback site; STOP files and running out of URLs end it."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from nutchy.cli import main
+from nutchy.config import load_settings
+from nutchy.core.status import CrawlStatus
+from nutchy.store import open_table
+
+GRAPH = {
+    "/": ("Home", ["/a", "/b"]),
+    "/a": ("A", ["/c"]),
+    "/b": ("B", ["/"]),
+    "/c": ("C", []),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, format, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        page = GRAPH.get(self.path)
+        if page is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        title, links = page
+        body = f"<html><title>{title}</title><body>{title}"
+        body += "".join(f'<a href="{link}">to {link}</a>' for link in links) + "</body></html>"
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def site():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def crawl_dir(tmp_path, monkeypatch, site):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    (tmp_path / "seeds.txt").write_text(f"{site}/\n", encoding="utf-8")
+    return tmp_path
+
+
+def nutchy(crawl_dir, *args):
+    return main(
+        [
+            *args,
+            "-s",
+            f"NUTCH_CRAWL_DIR={crawl_dir / 'crawl'}",
+            "-s",
+            "NUTCH_FETCHER_SERVER_DELAY=0",
+            "-s",
+            "TELNETCONSOLE_ENABLED=False",
+            "-s",
+            "LOG_LEVEL=WARNING",
+        ]
+    )
+
+
+def rows(crawl_dir):
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(crawl_dir / "crawl")}, project=False)
+    with open_table(settings) as table:
+        return {p.url: p for p in table.scan()}
+
+
+def test_rounds_until_nothing_is_due(crawl_dir, site, capsys):
+    assert nutchy(crawl_dir, "crawl", str(crawl_dir / "seeds.txt"), "-rounds", "5") == 0
+    err = capsys.readouterr().err
+    assert "stopped, nothing left to fetch" in err
+    assert err.count("pages parsed") == 3  # /, then /a and /b, then /c
+    table = rows(crawl_dir)
+    assert set(table) == {f"{site}{path}" for path in GRAPH}
+    for url, page in table.items():
+        assert page.status == CrawlStatus.FETCHED, url
+        assert page.title == GRAPH[url.removeprefix(site)][0]
+        assert "_gnmrk_" not in page.markers and "_updmrk_" in page.markers
+    assert table[f"{site}/"].inlinks == {f"{site}/b": "to /"}
+    assert table[f"{site}/c"].markers["dist"] == "2"
+
+
+def test_round_limit_and_stop_file(crawl_dir, site, capsys):
+    assert nutchy(crawl_dir, "crawl", str(crawl_dir / "seeds.txt"), "-rounds", "1") == 0
+    assert "stopped, 1 rounds done" in capsys.readouterr().err
+    table = rows(crawl_dir)
+    assert table[f"{site}/a"].status == CrawlStatus.UNFETCHED
+    (crawl_dir / "crawl" / "STOP").write_text("")
+    assert nutchy(crawl_dir, "crawl", str(crawl_dir / "seeds.txt"), "-rounds", "3") == 0
+    assert "STOP found" in capsys.readouterr().err
+    assert rows(crawl_dir)[f"{site}/a"].status == CrawlStatus.UNFETCHED

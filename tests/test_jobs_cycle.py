@@ -1,0 +1,214 @@
+"""The parse and updatedb jobs on both stores: a fetched batch parsed and folded back, re-runs
+that change nothing, and two crawls updating the same rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from nutchy.core.parse import ParseConfig
+from nutchy.core.schedule import DefaultFetchSchedule
+from nutchy.core.scoring import cash_bytes, read_cash
+from nutchy.core.signature import MD5Signature
+from nutchy.core.status import CrawlStatus, ParseStatusMajor
+from nutchy.core.update import UpdateConfig
+from nutchy.core.urls import reverse_url
+from nutchy.core.webpage import WebPage
+from nutchy.jobs.parse import parse_batch
+from nutchy.jobs.updatedb import updatedb
+from nutchy.store.table import WebTable
+
+NOW = 1_700_000_000_000
+DAY = 86_400_000
+BATCH = "1700000000-1"
+PAGE = b"""<html><head><title>Home</title></head><body>Welcome
+<a href="/b">B</a> <a href="/c">C</a> <a href="http://d.example.org/">D</a>
+<a href="http://e.example.org/">E</a></body></html>"""
+
+ALL_FIELDS = None
+
+
+@pytest.fixture
+def table(store):
+    return WebTable(store, read_limit=3, write_limit=2)
+
+
+def fetched(
+    table,
+    url: str,
+    content: bytes,
+    *,
+    status=CrawlStatus.FETCHED,
+    batch=BATCH,
+    score=1.0,
+    cash=1.0,
+    content_type="text/html",
+    **fields,
+) -> str:
+    key = reverse_url(url)
+    page = WebPage(
+        key,
+        status=status,
+        fetch_time=NOW,
+        prev_fetch_time=NOW - DAY,
+        fetch_interval=2592000,
+        score=score,
+        content=content,
+        content_type=content_type,
+        base_url=url,
+        metadata={"_csh_": cash_bytes(cash)},
+        markers={"_gnmrk_": batch, "_ftcmrk_": batch, "dist": "0"},
+        **fields,
+    )
+    table.put(
+        page,
+        [
+            "status",
+            "fetch_time",
+            "prev_fetch_time",
+            "fetch_interval",
+            "score",
+            "content",
+            "content_type",
+            "base_url",
+            "metadata",
+            "markers",
+            *fields,
+        ],
+    )
+    return key
+
+
+def run_parse(table, batch=BATCH, **kwargs):
+    return parse_batch(table, batch, config=ParseConfig(), signature=MD5Signature(), **kwargs)
+
+
+def run_update(table, batch=BATCH, now=NOW + 1000):
+    return updatedb(table, batch, now=now, config=UpdateConfig(schedule=DefaultFetchSchedule()))
+
+
+def snapshot(table) -> dict[str, WebPage]:
+    return {p.key: p for p in table.scan()}
+
+
+def test_parse_then_updatedb_the_worked_example(table):
+    a = fetched(table, "http://a.example.com/", PAGE)
+    counts = run_parse(table)
+    assert (counts.parsed, counts.written) == (1, 1)
+    page = table.get_key(a)
+    assert page.title == "Home"
+    assert page.parse_status.major == ParseStatusMajor.SUCCESS
+    assert page.outlinks == {
+        "http://a.example.com/b": "B",
+        "http://a.example.com/c": "C",
+        "http://d.example.org/": "D",
+        "http://e.example.org/": "E",
+    }
+    assert page.markers["__prsmrk__"] == BATCH
+
+    counts = run_update(table)
+    assert (counts.batch_pages, counts.new_rows) == (1, 4)
+    rows = snapshot(table)
+    home = rows[a]
+    assert home.markers == {"_updmrk_": BATCH, "dist": "0"}
+    assert home.fetch_time == NOW + 2592000 * 1000
+    assert (home.score, read_cash(home.metadata)) == (1.0, 0.0)
+    for url, anchor in [("http://a.example.com/b", "B"), ("http://d.example.org/", "D")]:
+        row = rows[reverse_url(url)]
+        assert row.status == CrawlStatus.UNFETCHED
+        assert row.fetch_time == NOW + 1000
+        assert (row.score, read_cash(row.metadata)) == (0.25, 0.25)
+        assert row.inlinks == {"http://a.example.com/": anchor}
+        assert row.markers["dist"] == "1"
+
+
+def test_rerun_changes_nothing(table):
+    fetched(table, "http://a.example.com/", PAGE)
+    run_parse(table)
+    first = snapshot(table)
+    run_parse(table)
+    assert snapshot(table) == first
+    run_update(table)
+    updated = snapshot(table)
+    counts = run_update(table)
+    assert counts.batch_pages == 0
+    assert snapshot(table) == updated
+    run_parse(table)
+    assert snapshot(table) == updated
+
+
+def test_rerun_after_crash_does_not_count_scores_twice(table):
+    a = fetched(table, "http://a.example.com/", PAGE)
+    run_parse(table)
+    before = table.get_key(a)
+    run_update(table)
+    done = snapshot(table)
+    # As if the run had crashed after writing the targets, before writing the batch page.
+    table.put(before, ["fetch_time", "fetch_interval", "metadata", "markers", "score"])
+    counts = run_update(table)
+    assert counts.already_counted == 4
+    assert snapshot(table) == done
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (CrawlStatus.RETRY, CrawlStatus.UNFETCHED),
+        (CrawlStatus.GONE, CrawlStatus.GONE),
+        (CrawlStatus.NOTMODIFIED, CrawlStatus.NOTMODIFIED),
+    ],
+)
+def test_outcomes_not_parsed_but_updated(table, status, expected):
+    key = fetched(table, "http://x.example.com/", b"", status=status)
+    assert run_parse(table).not_fetched == 1
+    run_update(table)
+    page = table.get_key(key)
+    assert page.status == expected
+    assert "_gnmrk_" not in page.markers and "_ftcmrk_" not in page.markers
+    assert page.fetch_time > NOW
+
+
+def test_parse_skips_truncated_and_other_batches_and_resumes(table):
+    fetched(table, "http://t.example.com/", b"<p>x</p>", headers={"Content-Length": "999"})
+    fetched(table, "http://o.example.com/", b"<p>x</p>", batch="other")
+    counts = run_parse(table)
+    assert (counts.truncated, counts.written) == (1, 0)
+    assert run_parse(table, skip_truncated=False).parsed == 1
+    assert run_parse(table, skip_truncated=False, resume=True).resumed == 1
+    assert (
+        run_parse(table, None).written == 1
+    )  # -all: the other batch too (the truncated one is skipped)
+
+
+def test_existing_target_keeps_status_and_schedule(table):
+    target = reverse_url("http://a.example.com/b")
+    table.put(
+        WebPage(
+            target,
+            status=CrawlStatus.FETCHED,
+            fetch_time=NOW + 5 * DAY,
+            score=2.0,
+            inlinks={"http://old.example.com/": "old"},
+            markers={"_gnmrk_": "someone-else"},
+        ),
+        ["status", "fetch_time", "score", "inlinks", "markers"],
+    )
+    fetched(table, "http://a.example.com/", PAGE)
+    run_parse(table)
+    run_update(table)
+    row = table.get_key(target)
+    assert (row.status, row.fetch_time, row.score) == (CrawlStatus.FETCHED, NOW + 5 * DAY, 2.25)
+    assert row.markers["_gnmrk_"] == "someone-else"
+    assert row.inlinks == {"http://old.example.com/": "old", "http://a.example.com/": "B"}
+
+
+def test_two_batches_feeding_the_same_row(table):
+    # Two crawls sharing one table: each batch adds its inlink and its score to the same target.
+    fetched(table, "http://p.example.com/", b'<a href="http://t.example.net/">P</a>', batch="b1")
+    fetched(table, "http://q.example.com/", b'<a href="http://t.example.net/">Q</a>', batch="b2")
+    run_parse(table, "b1")
+    run_parse(table, "b2")
+    run_update(table, "b1")
+    run_update(table, "b2")
+    row = table.get_key(reverse_url("http://t.example.net/"))
+    assert row.inlinks == {"http://p.example.com/": "P", "http://q.example.com/": "Q"}
+    assert row.score == 2.0

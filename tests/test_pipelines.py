@@ -1,0 +1,63 @@
+"""NutchParsePipeline as a component: built from a crawler, other items pass through, pages are
+parsed and written in batches."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from nutchy.addon import NutchAddon
+from nutchy.core.urls import reverse_url
+from nutchy.core.webpage import WebPage
+from nutchy.pipelines import FetchedPage, NutchParsePipeline
+from nutchy.store import open_table
+
+
+def crawler(tmp_path, **settings):
+    values = {"ADDONS": {NutchAddon: 0}, "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"), **settings}
+    return get_crawler(settings_dict=values)
+
+
+def fetched(url: str, body: bytes) -> FetchedPage:
+    return FetchedPage(
+        key=reverse_url(url),
+        url=url,
+        batch_id="b1",
+        base_url=url,
+        content_type="text/html",
+        headers={"Content-Type": "text/html; charset=utf-8"},
+        content=body,
+    )
+
+
+def test_off_is_not_configured(tmp_path):
+    with pytest.raises(NotConfigured, match="NUTCH_FETCHER_PARSE"):
+        build_from_crawler(NutchParsePipeline, crawler(tmp_path, NUTCH_FETCHER_PARSE=False))
+
+
+def test_repr_leaves_content_out():
+    assert "secret" not in repr(fetched("http://a.example/", b"secret"))
+
+
+def test_parses_and_writes_a_batch(tmp_path):
+    # The asynchronous path (buffering, the thread) runs in tests/test_fetch_parse.py.
+    c = crawler(tmp_path)
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    pipeline.table.create()
+    url = "http://a.example/"
+    pipeline.table.put(WebPage(reverse_url(url), signature=b"old"), ["signature"])
+    truncated = fetched("http://a.example/t", b"<title>T</title>")
+    truncated.truncated = True
+    pipeline._parse_and_write([fetched(url, b"<title>A</title><a href='/b'>b</a>"), truncated])
+    pipeline.table.close()
+    with open_table(c.settings) as table:
+        page = table.get(url)
+        assert (page.title, page.prev_signature) == ("A", b"old")
+        assert page.outlinks == {"http://a.example/b": "b"}
+        assert page.markers == {"__prsmrk__": "b1"}
+        assert table.get("http://a.example/t") is None
+    assert c.stats.get_value("nutch/parse/status/1/0") == 1
+    assert c.stats.get_value("nutch/parse/skipped/truncated") == 1
