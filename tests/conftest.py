@@ -93,6 +93,24 @@ def store_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[StoreFac
 
 
 @pytest.fixture
+def embedded_store_factory(tmp_path) -> Iterator[StoreFactory]:
+    """Like ``store_factory``, on the embedded store only: for tests of crawl mechanics, whose
+    storage side the store tests already cover on both backends."""
+    from nutchy.store.embedded import EmbeddedStore
+
+    opened: list[Store] = []
+
+    def factory() -> Store:
+        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
 def store(store_factory: StoreFactory) -> Store:
     store = store_factory()
     store.create()

@@ -16,21 +16,10 @@ H2, H3, H4 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 P = ProtocolStatusCode
 
 
-@pytest.fixture(params=["embedded"])
-def store_factory(request, tmp_path):
+@pytest.fixture
+def store_factory(embedded_store_factory):
     """Crawl mechanics, not storage: the embedded store (test_fetch_outcomes covers both)."""
-    from nutchy.store.embedded import EmbeddedStore
-
-    opened = []
-
-    def factory():
-        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
+    return embedded_store_factory
 
 
 def fetched(table, urls):

@@ -10,21 +10,10 @@ from nutchy.core.status import ParseStatusMajor
 H2 = "127.0.0.2"
 
 
-@pytest.fixture(params=["embedded"])
-def store_factory(request, tmp_path):
+@pytest.fixture
+def store_factory(embedded_store_factory):
     """Crawl mechanics, not storage: the embedded store (the parse job runs on both)."""
-    from nutchy.store.embedded import EmbeddedStore
-
-    opened = []
-
-    def factory():
-        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
+    return embedded_store_factory
 
 
 def test_pages_parsed_during_the_fetch(store, tmp_path):

@@ -22,20 +22,10 @@ def store(store_factory):
     return store
 
 
-@pytest.fixture(params=["embedded"])
-def store_factory(request, tmp_path):
-    from nutchy.store.embedded import EmbeddedStore
-
-    opened = []
-
-    def factory():
-        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
+@pytest.fixture
+def store_factory(embedded_store_factory):
+    """Crawl mechanics, not storage: the embedded store only."""
+    return embedded_store_factory
 
 
 def test_delays_and_crawl_delay_are_honoured_and_hosts_progress_together(store, tmp_path):
