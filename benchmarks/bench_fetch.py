@@ -153,6 +153,7 @@ def crawl_nutch(crawl_dir: str, concurrency: int, per_host: int) -> dict[str, An
             "ADDONS": {"nutchy.NutchAddon": 0},
             "NUTCH_CRAWL_DIR": crawl_dir,
             "NUTCH_FETCHER_SERVER_DELAY": 0,
+            "NUTCH_FETCHER_PARSE": False,  # fetch only: the measure
             "NUTCH_FETCHER_THREADS_PER_QUEUE": per_host,
             "CONCURRENT_REQUESTS": concurrency,
             "LOG_LEVEL": "WARNING",
