@@ -22,6 +22,7 @@ from nutchy.core.inject import (
     InjectMode,
     InjectOutcome,
     MalformedSeed,
+    RowChange,
     Seed,
     decode_seed_line,
     make_seed,
@@ -262,14 +263,7 @@ def _write_chunk(
             writer.add(RowUpdate(seed.key.encode(), dict(template.puts)))
             result.injected += 1
             continue
-        change = seed_change(
-            seed,
-            exists=exists,
-            mode=options.mode,
-            now=now,
-            fetch_interval=options.fetch_interval,
-            score=options.score,
-        )
+        change = _change(seed, exists, options, now)
         if change.outcome is InjectOutcome.KNOWN:
             result.known += 1
             continue
@@ -282,8 +276,8 @@ def _write_chunk(
             result.updated += 1
 
 
-def _update(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowUpdate:
-    change = seed_change(
+def _change(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowChange:
+    return seed_change(
         seed,
         exists=exists,
         mode=options.mode,
@@ -291,4 +285,8 @@ def _update(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowUp
         fetch_interval=options.fetch_interval,
         score=options.score,
     )
+
+
+def _update(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowUpdate:
+    change = _change(seed, exists, options, now)
     return build_update(seed.key, change.fields, change.entries)
