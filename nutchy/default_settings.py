@@ -151,6 +151,14 @@ NUTCH_GORA_BUFFER_WRITE_LIMIT = 1000
 # (nutchy only) HBase Thrift1 server of the HBase store.
 NUTCH_HBASE_HOST = "localhost"
 
+# (nutchy only) Milliseconds after which a row lock of the HBase store (taken by updatedb, see
+# docs/updatedb.md) counts as abandoned by a dead writer and is taken over.
+NUTCH_HBASE_LOCK_LEASE = 60000
+
+# (nutchy only) Milliseconds the HBase store waits for a row another writer has locked before it
+# fails naming the row and the holder.
+NUTCH_HBASE_LOCK_TIMEOUT = 120000
+
 # (nutchy only) Connections kept open to the Thrift server, shared by a process's threads.
 NUTCH_HBASE_POOL_SIZE = 4
 

@@ -241,3 +241,67 @@ def test_a_family_the_table_lacks_is_refused_and_nothing_is_written(store):
     with pytest.raises((StoreError, ValueError)):
         store.write([RowUpdate(b"c", {b"f": b"1"})])
     assert store.get(b"c") is None
+
+
+def _count(cells) -> int:
+    return 0 if cells is None else int.from_bytes(cells[b"s:s"], "big")
+
+
+def _add_one(key: bytes, cells) -> RowUpdate:
+    return RowUpdate(key, {b"s:s": (_count(cells) + 1).to_bytes(8, "big")})
+
+
+def test_modify_sees_the_row_and_writes_what_change_returns(store):
+    put(store, b"a", s__s=(5).to_bytes(8, "big"), f__st=b"x")
+    seen = {}
+
+    def change(key, cells):
+        seen[key] = cells
+        return None if key == b"c" else _add_one(key, cells)
+
+    assert store.modify([b"a", b"b", b"c"], [b"s:s"], change) == 2
+    assert seen[b"a"] == {b"s:s": (5).to_bytes(8, "big")}  # only the columns asked for
+    assert seen[b"b"] is None and seen[b"c"] is None
+    assert _count(store.get(b"a")) == 6 and store.get(b"a")[b"f:st"] == b"x"
+    assert _count(store.get(b"b")) == 1
+    # a missing row whose change is None is not created, not even as an empty row
+    assert store.get(b"c") is None
+    assert keys(store.scan()) == [b"a", b"b"]
+
+
+def test_concurrent_modify_loses_no_addition(store_factory, store):
+    """Four writers, each with its own store (its own connections), add to the same rows: every
+    addition counts. A read followed by a separate write would lose some."""
+    rows = [b"r1", b"r2", b"r3"]
+    errors = []
+
+    def writer() -> None:
+        mine = store_factory()
+        try:
+            for _ in range(15):
+                mine.modify(rows, [b"s:s"], _add_one)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert {k: _count(c) for k, c in store.get_many(rows).items()} == dict.fromkeys(rows, 60)
+
+
+def test_a_failing_change_writes_nothing_and_leaves_rows_usable(store):
+    put(store, b"a", s__s=(1).to_bytes(8, "big"))
+
+    def change(key, cells):
+        if key == b"b":
+            raise RuntimeError("boom")
+        return _add_one(key, cells)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        store.modify([b"a", b"b"], [b"s:s"], change)
+    assert store.modify([b"a"], [b"s:s"], _add_one) == 1  # the row is not left locked
+    assert _count(store.get(b"a")) == 2
+    assert store.get(b"b") is None

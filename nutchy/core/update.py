@@ -33,7 +33,7 @@ from nutchy.core.scoring import OPICScoring, cash_bytes, read_cash
 from nutchy.core.status import CrawlStatus, Mark, Metadata
 from nutchy.core.webpage import WebPage
 
-__all__ = ["Inlink", "UpdateConfig", "in_batch", "outlink_inlinks", "update_row"]
+__all__ = ["Inlink", "UpdateConfig", "given_cash", "in_batch", "outlink_inlinks", "update_row"]
 
 #: The fields :func:`update_row` reads from a page of the batch.
 BATCH_FIELDS = (
@@ -130,6 +130,20 @@ def outlink_inlinks(page: WebPage, config: UpdateConfig) -> list[tuple[str, Inli
     return [(t, Inlink(page.url, page.outlinks[t], shares.scores[t], distance)) for t in targets]
 
 
+def given_cash(page: WebPage, config: UpdateConfig) -> float:
+    """The cash a page of the batch gives its outlinks (what :func:`outlink_inlinks` shares out).
+
+    >>> page = WebPage("a:http/", outlinks={"http://b/": ""}, metadata={"_csh_": cash_bytes(1)})
+    >>> given_cash(page, UpdateConfig()), given_cash(WebPage("a:http/"), UpdateConfig())
+    (1.0, 0.0)
+    """
+    cash = read_cash(page.metadata)
+    if not page.outlinks:
+        return 0.0
+    kept = config.scoring.distribute_score_to_outlinks(page.url, cash, list(page.outlinks)).cash
+    return cash - kept
+
+
 def _modified_state(page: WebPage) -> ChangeState:
     if page.status == CrawlStatus.NOTMODIFIED:
         # A 304 is not modified, whatever older signatures say (Nutch 2.x: MODIFIED, §12 #11).
@@ -209,6 +223,7 @@ def update_row(
     *,
     now: int,
     config: UpdateConfig,
+    given: float | None = None,
 ) -> RowChange | None:
     """The change of row *key* (*page*, or ``None`` for a new URL) that receives *inlinks*.
 
@@ -220,6 +235,11 @@ def update_row(
 
     Inlinks are written entry by entry (the *max_inlinks* best of *inlinks*), never by
     replacing the family, so inlinks of earlier rounds and of other writers stay.
+
+    *given* is the cash a page of the batch gave its outlinks when its inlinks were computed
+    from an earlier read of it (see :func:`given_cash`): the page keeps what it holds now minus
+    that, so cash another writer added in between is not lost. ``None`` shares out what *page*
+    holds now.
     """
     fields: dict[str, object] = {}
     entries: dict[str, dict[str, object]] = {}
@@ -243,7 +263,9 @@ def update_row(
         old_distance = _distance(page)
         if batch:
             _schedule_batch_page(page, config, fields)
-            if page.outlinks:
+            if given is not None:
+                cash -= given
+            elif page.outlinks:
                 cash = config.scoring.distribute_score_to_outlinks(
                     page.url, cash, list(page.outlinks)
                 ).cash

@@ -9,12 +9,15 @@ Running it twice changes nothing the second time: the pages of a finished batch 
 its generate mark, and every row that received this batch's score records the batch id in
 ``mtdt:_nub_`` in the same row write, so a run that resumes after a crash does not add the same
 contributions twice.
+
+Every row is read and rewritten with :meth:`~nutchy.store.table.WebTable.modify`, so when several
+processes update the same rows at once (two crawls sharing one table), each adds its score and
+cash to what the row holds at that moment: no contribution is lost (see docs/updatedb.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from nutchy.core.status import Mark
@@ -23,14 +26,15 @@ from nutchy.core.update import (
     TARGET_FIELDS,
     Inlink,
     UpdateConfig,
+    given_cash,
     in_batch,
     outlink_inlinks,
     update_row,
 )
 from nutchy.core.urls import InvalidURL, reverse_url
 from nutchy.core.webpage import WebPage
-from nutchy.store.schema import build_update
-from nutchy.store.table import TableWriter, WebTable
+from nutchy.store.schema import RowUpdate, build_update
+from nutchy.store.table import WebTable
 
 logger = logging.getLogger(__name__)
 
@@ -50,38 +54,32 @@ class UpdateCounts:
     already_counted: int = 0
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _write(
-    writer: TableWriter,
+def _change(
     page: WebPage | None,
     key: str,
     inlinks: list[Inlink],
     *,
     now: int,
     config: UpdateConfig,
-    counts: UpdateCounts,
-) -> bool:
+    given: float | None = None,
+) -> tuple[RowUpdate | None, bool]:
+    """The update of row *key*, and whether it already had this batch's contributions."""
     batch_id = config.batch_id
-    if (
+    again = (
         batch_id is not None
         and page is not None
         and page.metadata.get(UPDATED_BY_KEY) == batch_id.encode()
-    ):
+    )
+    if again:
         # A run of this batch already added these scores (a re-run after a crash).
         inlinks = [i._replace(score=0.0) for i in inlinks]
-        counts.already_counted += 1
-    change = update_row(page, key, inlinks, now=now, config=config)
+    change = update_row(page, key, inlinks, now=now, config=config, given=given)
     if change is None:
-        return False
+        return None, again
     entries = change.entries
     if batch_id is not None and inlinks:
         entries.setdefault("metadata", {})[UPDATED_BY_KEY] = batch_id.encode()
-    writer.add(build_update(key, change.fields, entries, change.replace))
-    return True
+    return build_update(key, change.fields, entries, change.replace), again
 
 
 def updatedb(
@@ -103,12 +101,12 @@ def updatedb(
         )
     counts = UpdateCounts()
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
-    batch_keys: list[str] = []
+    given: dict[str, float] = {}
     contributions: dict[str, list[Inlink]] = {}
     for page in table.scan(BATCH_FIELDS, marker=marker, skip_errors=True):
         if not in_batch(page, batch_id):
             continue
-        batch_keys.append(page.key)
+        given[page.key] = given_cash(page, config)
         for target, inlink in outlink_inlinks(page, config):
             try:
                 key = reverse_url(target)
@@ -116,37 +114,37 @@ def updatedb(
                 counts.invalid_targets += 1
                 continue
             contributions.setdefault(key, []).append(inlink)
-    batch_set = set(batch_keys)
-    targets = sorted(k for k in contributions if k not in batch_set)
-    with table.writer() as writer:
-        for chunk in _chunks(targets, table.read_limit):
-            found = table.get_many(chunk, TARGET_FIELDS)
-            for key in chunk:
-                row = found.get(key)
-                written = _write(
-                    writer, row, key, contributions[key], now=now, config=config, counts=counts
-                )
-                if row is not None:
-                    counts.existing_targets += 1
-                elif written:
-                    counts.new_rows += 1
-                else:
-                    counts.not_added += 1
-        writer.flush()
-        for chunk in _chunks(batch_keys, table.read_limit):
-            found = table.get_many(chunk, BATCH_FIELDS)
-            for key in chunk:
-                row = found.get(key)
-                if row is None or not in_batch(row, batch_id):
-                    continue  # deleted, or updated by another run meanwhile
-                _write(
-                    writer,
-                    row,
-                    key,
-                    contributions.get(key, []),
-                    now=now,
-                    config=config,
-                    counts=counts,
-                )
-                counts.batch_pages += 1
+    targets = sorted(k for k in contributions if k not in given)
+
+    # What happened to each row, from the last call of its change (modify may call it twice).
+    outcome: dict[str, tuple[str, bool]] = {}
+
+    def change_target(key: str, page: WebPage | None) -> RowUpdate | None:
+        update, again = _change(page, key, contributions[key], now=now, config=config)
+        kind = "existing" if page is not None else "new" if update is not None else "not_added"
+        outcome[key] = (kind, again)
+        return update
+
+    def change_batch_page(key: str, page: WebPage | None) -> RowUpdate | None:
+        if page is None or not in_batch(page, batch_id):
+            outcome.pop(key, None)
+            return None  # deleted, or updated by another run meanwhile
+        update, again = _change(
+            page, key, contributions.get(key, []), now=now, config=config, given=given[key]
+        )
+        outcome[key] = ("batch", again)
+        return update
+
+    table.modify(targets, TARGET_FIELDS, change_target)
+    table.modify(list(given), BATCH_FIELDS, change_batch_page)
+    for kind, again in outcome.values():
+        if kind == "existing":
+            counts.existing_targets += 1
+        elif kind == "new":
+            counts.new_rows += 1
+        elif kind == "not_added":
+            counts.not_added += 1
+        else:
+            counts.batch_pages += 1
+        counts.already_counted += again
     return counts

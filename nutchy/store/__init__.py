@@ -50,6 +50,8 @@ def open_store(settings: BaseSettings) -> Store:
             batch_size=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
             transport=settings.get("NUTCH_HBASE_TRANSPORT"),
             protocol=settings.get("NUTCH_HBASE_PROTOCOL"),
+            lock_timeout=settings.getint("NUTCH_HBASE_LOCK_TIMEOUT"),
+            lock_lease=settings.getint("NUTCH_HBASE_LOCK_LEASE"),
         )
     raise ConfigError(
         f"NUTCH_STORAGE_DATA_STORE_CLASS must be {EMBEDDED} or {HBASE}, got {backend!r}"

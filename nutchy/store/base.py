@@ -12,13 +12,16 @@ The calls, all blocking (Scrapy components call them from a thread, never on the
   evaluates close to the data: a marker equal to a batch id, and a fetch time at or before a
   moment. Memory is bounded by the page size, whatever the table holds;
 - :meth:`Store.write` applies :class:`~nutchy.store.schema.RowUpdate` changes;
+- :meth:`Store.modify` reads rows, computes their changes and writes them with no other
+  ``modify`` of those rows in between (what adding to a score needs when several processes
+  update one table);
 - :meth:`Store.splits` cuts the key space into ranges that can be scanned in parallel;
 - :meth:`Store.close`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -81,6 +84,23 @@ class Store(Protocol):
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates*. The embedded store applies one call atomically; HBase applies each row
         atomically."""
+        ...
+
+    def modify(
+        self,
+        keys: Sequence[bytes],
+        columns: Sequence[bytes] | None,
+        change: Callable[[bytes, Cells | None], RowUpdate | None],
+    ) -> int:
+        """Read *columns* of *keys*, call ``change(key, cells)`` for each (``None`` for a missing
+        row) and write the updates it returns; return how many rows were written.
+
+        Between the read of a row and the write of its update, no other ``modify`` of that row,
+        from this process or another, reads or writes it: a change computed from the cells read
+        is never applied over a newer value. The embedded store runs the call in one write
+        transaction; HBase locks each row (see :mod:`nutchy.store.hbase`). *change* may be called
+        more than once for a key and must have no other effect.
+        """
         ...
 
     def delete_rows(self, keys: Sequence[bytes]) -> None: ...

@@ -38,9 +38,9 @@ import marshal
 import sqlite3
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
 from nutchy.store.base import Scan, key_range
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 LAYOUT_VERSION = "2"
 CONTENT_COLUMN = b"f:cnt"
@@ -275,6 +277,12 @@ class EmbeddedStore:
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates* in one transaction: all of them, or none if anything fails."""
         changes = [_Change(update) for update in coalesce(updates)]
+        self._check_families(changes)
+        if changes:
+            with self._lock:
+                self._transaction(lambda: self._apply(changes))
+
+    def _check_families(self, changes: list[_Change]) -> None:
         for change in changes:
             unknown = change.families - _FAMILY_INDEX.keys()
             if unknown:
@@ -282,9 +290,30 @@ class EmbeddedStore:
                     f"{self}: row {change.key!r}: no column family {min(unknown)!r}"
                     f" (the table has {', '.join(_FAMILY_COLUMNS)})"
                 )
-        if changes:
-            with self._lock:
-                self._transaction(lambda: self._apply(changes))
+
+    def modify(
+        self,
+        keys: Sequence[bytes],
+        columns: Sequence[bytes] | None,
+        change: Callable[[bytes, Cells | None], RowUpdate | None],
+    ) -> int:
+        """Read *keys*, call *change* for each and write what it returns, in one transaction.
+
+        The transaction holds SQLite's write lock from the first read to the commit, so no other
+        writer, in this process or another, changes these rows in between.
+        """
+
+        def work() -> int:
+            found = self.get_many(keys, columns)
+            updates = [u for key in keys if (u := change(key, found.get(key))) is not None]
+            changes = [_Change(update) for update in coalesce(updates)]
+            self._check_families(changes)
+            if changes:
+                self._apply(changes)
+            return len(changes)
+
+        with self._lock:
+            return self._transaction(work)
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         def delete() -> None:
@@ -388,14 +417,14 @@ class EmbeddedStore:
         except sqlite3.Error as exc:
             raise StoreError(f"{self}: {exc}") from exc
 
-    def _transaction(self, work: Any) -> None:
+    def _transaction(self, work: Callable[[], T]) -> T:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StoreError(f"{self}: cannot start a write: {exc}") from exc
         try:
-            work()
+            result = work()
         except BaseException as exc:
             conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
@@ -407,6 +436,7 @@ class EmbeddedStore:
                 raise StoreError(f"{self}: write failed: {exc}") from exc
             raise
         conn.execute("COMMIT")
+        return result
 
 
 #: For each family, the first column of it and the first column after it, in byte order.

@@ -17,7 +17,12 @@ How the contract maps onto HBase:
 - a family replacement is a family delete stamped one millisecond before the puts that refill it
   (an HBase delete masks puts of the same timestamp, and ``mutateRows`` applies puts before
   deletes), so the new cells always win and entries not written are gone;
-- :meth:`HBaseStore.splits` returns the table's regions, for region-parallel scans.
+- :meth:`HBaseStore.splits` returns the table's regions, for region-parallel scans;
+- :meth:`HBaseStore.modify` locks each row with a ``checkAndPut`` on the nutchy-only cell
+  ``mk:_nlk_`` (empty when free, the holder's token while held), reads, writes and unlocks it.
+  Rows are locked in key order, so two writers never wait on each other in a circle; a lock
+  older than :attr:`HBaseStore.lock_lease` ms (its holder died) is taken over. The cell never
+  appears in what the store returns.
 
 HBase applies each row's mutations atomically, not a whole :meth:`HBaseStore.write` call.
 """
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import secrets
 import socket
 import threading
 import time
@@ -38,6 +45,7 @@ from nutchy.store.schema import FAMILIES, FETCH_TIME_COLUMN, Cells, RowUpdate, c
 
 try:
     import happybase
+    from Hbase_thrift import Mutation  # type: ignore[import-not-found]  # made by happybase
     from thriftpy2.thrift import TException
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("nutchy's HBase store needs happybase: pip install 'nutchy[hbase]'") from exc
@@ -88,6 +96,33 @@ def due_filter(due_before: int) -> bytes:
     )
 
 
+#: The cell :meth:`HBaseStore.modify` locks a row with (nutchy only; hidden from reads).
+LOCK_COLUMN = b"mk:_nlk_"
+_FREE = b""
+
+
+def _lock_token(now_ms: int) -> bytes:
+    """A lock holder's token: when it was taken, and by whom (host, process, random).
+
+    >>> _lock_token(1700000000000).split(b" ")[0]
+    b'1700000000000'
+    """
+    who = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    return f"{now_ms} {who}".encode()
+
+
+def _token_time(token: bytes) -> int | None:
+    """When the lock *token* was taken (ms), or ``None`` if it is not a token.
+
+    >>> _token_time(b"1700000000000 host:1:ab"), _token_time(b"junk")
+    (1700000000000, None)
+    """
+    try:
+        return int(token.split(b" ", 1)[0])
+    except ValueError:
+        return None
+
+
 def _describe(exc: BaseException) -> str:
     """The message of a Thrift or socket error (HBase's IOError carries bytes)."""
     message = getattr(exc, "message", None)
@@ -107,7 +142,8 @@ class HBaseStore:
     *crawl_id* prefixes the table name as Nutch's ``storage.crawl.id`` does. *timeout* is the
     socket timeout in milliseconds, for connecting and for every call. *pool_size* connections are
     shared by the threads that use the store. *batch_size* caps the rows sent in one
-    ``mutateRows`` call.
+    ``mutateRows`` call. :meth:`modify` waits at most *lock_timeout* ms for a row another
+    writer has locked, and takes over a lock older than *lock_lease* ms.
     """
 
     def __init__(
@@ -122,8 +158,12 @@ class HBaseStore:
         batch_size: int = 1000,
         transport: str = "buffered",
         protocol: str = "binary",
+        lock_timeout: int = 120_000,
+        lock_lease: int = 60_000,
     ) -> None:
         self.host = host
+        self.lock_timeout = lock_timeout
+        self.lock_lease = lock_lease
         self.port = port
         self.timeout = timeout
         self.batch_size = batch_size
@@ -231,6 +271,7 @@ class HBaseStore:
 
     def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> Cells | None:
         cells = self._call(lambda conn: conn.table(self._short_name).row(key, columns=columns))
+        cells.pop(LOCK_COLUMN, None)
         return dict(cells) if cells else None
 
     def get_many(
@@ -247,7 +288,10 @@ class HBaseStore:
                 return rows
 
             rows = self._call(work)
-            found.update((key, dict(cells)) for key, cells in rows if cells)
+            for key, cells in rows:
+                cells.pop(LOCK_COLUMN, None)
+                if cells:
+                    found[key] = dict(cells)
         return found
 
     def scan(
@@ -293,10 +337,11 @@ class HBaseStore:
 
             rows = self._call(page)
             for key, cells in rows:
+                cells.pop(LOCK_COLUMN, None)
                 if extra:
                     cells = {c: v for c, v in cells.items() if c not in extra}
-                    if not cells:
-                        continue
+                if not cells:
+                    continue
                 yield key, cells
                 if remaining is not None:
                     remaining -= 1
@@ -306,11 +351,11 @@ class HBaseStore:
 
     # --- writes --------------------------------------------------------------------------------
 
-    def _next_timestamp(self) -> int:
-        """A write timestamp in ms, at least 2 ms after the previous one of this store, so a family
-        delete at ts-1 never hides cells this store wrote just before."""
+    def _next_timestamp(self, after: int = 0) -> int:
+        """A write timestamp in ms, at least 2 ms after the previous one of this store (so a
+        family delete at ts-1 never hides cells this store wrote just before) and after *after*."""
         with self._ts_lock:
-            ts = max(int(time.time() * 1000), self._last_ts + 2)
+            ts = max(int(time.time() * 1000), self._last_ts + 2, after + 2)
             self._last_ts = ts
             return ts
 
@@ -319,22 +364,101 @@ class HBaseStore:
         if not merged:
             return
         ts = self._next_timestamp()
+        self._call(lambda conn: self._write(conn, merged, ts))
 
-        def work(conn: Any) -> None:
-            table = conn.table(self._short_name)
-            replaced = [u for u in merged if u.replace]
-            if replaced:
-                with table.batch(timestamp=ts - 1, batch_size=self.batch_size) as batch:
-                    for update in replaced:
-                        batch.delete(update.key, columns=sorted(update.replace))
-            with table.batch(timestamp=ts, batch_size=self.batch_size) as batch:
-                for update in merged:
-                    if update.puts:
-                        batch.put(update.key, update.puts)
-                    if update.deletes:
-                        batch.delete(update.key, columns=sorted(update.deletes))
+    def _write(self, conn: Any, merged: list[RowUpdate], ts: int) -> None:
+        table = conn.table(self._short_name)
+        replaced = [u for u in merged if u.replace]
+        if replaced:
+            with table.batch(timestamp=ts - 1, batch_size=self.batch_size) as batch:
+                for update in replaced:
+                    batch.delete(update.key, columns=sorted(update.replace))
+        with table.batch(timestamp=ts, batch_size=self.batch_size) as batch:
+            for update in merged:
+                if update.puts:
+                    batch.put(update.key, update.puts)
+                if update.deletes:
+                    batch.delete(update.key, columns=sorted(update.deletes))
 
-        self._call(work)
+    def modify(
+        self,
+        keys: Sequence[bytes],
+        columns: Sequence[bytes] | None,
+        change: Callable[[bytes, Cells | None], RowUpdate | None],
+    ) -> int:
+        """Read *keys*, call *change* for each and write what it returns, each row locked from
+        its read to its write (see the module docstring)."""
+        # A row that does not exist and would stay empty is not locked: locking creates the row.
+        before = self.get_many(keys, columns)
+        wanted = sorted({k for k in keys if k in before or change(k, None) is not None})
+        if not wanted:
+            return 0
+
+        def work(conn: Any) -> int:
+            table_name = conn.table(self._short_name).name  # with the crawl id prefix
+            token = _lock_token(int(time.time() * 1000))
+            held: list[bytes] = []
+            try:
+                for key in wanted:
+                    self._lock_row(conn.client, table_name, key, token)
+                    held.append(key)
+                table = conn.table(self._short_name)
+                rows = table.rows(wanted, columns=columns, include_timestamp=True)
+                newest = 0
+                found: dict[bytes, Cells] = {}
+                for key, cells in rows:
+                    cells.pop(LOCK_COLUMN, None)
+                    if cells:
+                        found[key] = {c: v for c, (v, _) in cells.items()}
+                        newest = max(newest, *(ts for _, ts in cells.values()))
+                updates = [u for k in wanted if (u := change(k, found.get(k))) is not None]
+                merged = coalesce(updates)
+                if merged:
+                    # After every cell read, whatever the clocks of other writers say.
+                    self._write(conn, merged, self._next_timestamp(after=newest))
+                return len(merged)
+            finally:
+                for key in held:
+                    self._unlock_row(conn.client, table_name, key, token)
+
+        return self._call(work)
+
+    def _lock_row(self, client: Any, table: bytes, key: bytes, token: bytes) -> None:
+        deadline = time.monotonic() + self.lock_timeout / 1000
+        pause = 0.002
+        take = Mutation(column=LOCK_COLUMN, value=token)
+        while True:
+            for expected in (_FREE, None):
+                if client.checkAndPut(table, key, LOCK_COLUMN, expected, take, {}):
+                    return
+            cells = client.get(table, key, LOCK_COLUMN, {})
+            holder = cells[0].value if cells else None
+            if holder is None or holder == _FREE:
+                continue  # freed in between: try again at once
+            taken = _token_time(holder)
+            now = int(time.time() * 1000)
+            if taken is None or now - taken > self.lock_lease:
+                if client.checkAndPut(table, key, LOCK_COLUMN, holder, take, {}):
+                    logger.warning(
+                        "Took over the lock of row %r from %r (older than %d ms)",
+                        key,
+                        holder,
+                        self.lock_lease,
+                    )
+                    return
+                continue
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{self}: row {key!r} stayed locked by {holder!r} for more than"
+                    f" {self.lock_timeout} ms"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def _unlock_row(self, client: Any, table: bytes, key: bytes, token: bytes) -> None:
+        free = Mutation(column=LOCK_COLUMN, value=_FREE)
+        if not client.checkAndPut(table, key, LOCK_COLUMN, token, free, {}):
+            logger.warning("The lock of row %r was taken over before it was released", key)
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         # Stamped like writes: a delete stamped earlier than a put would not remove it.

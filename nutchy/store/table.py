@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import CellDecodeError
 from nutchy.store.base import Scan, Store
-from nutchy.store.schema import RowUpdate, build_update, columns_for, decode_page, page_update
+from nutchy.store.schema import (
+    Cells,
+    RowUpdate,
+    build_update,
+    columns_for,
+    decode_page,
+    page_update,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -140,6 +147,28 @@ class WebTable:
                 chunk = []
         if chunk:
             self.store.write(chunk)
+
+    def modify(
+        self,
+        keys: Sequence[str],
+        fields: Collection[str] | None,
+        change: Callable[[str, WebPage | None], RowUpdate | None],
+    ) -> int:
+        """Read *fields* of the rows *keys*, and write what ``change(key, page)`` returns for
+        each (*page* is ``None`` for a missing row), with no other ``modify`` of those rows in
+        between, from any process (see :meth:`nutchy.store.base.Store.modify`). Keys are read and
+        written :attr:`read_limit` at a time; return how many rows were written."""
+        columns = columns_for(fields)
+
+        def on_cells(raw: bytes, cells: Cells | None) -> RowUpdate | None:
+            key = raw.decode("utf-8")
+            return change(key, None if cells is None else decode_page(raw, cells, fields))
+
+        written = 0
+        for start in range(0, len(keys), self.read_limit):
+            chunk = [k.encode("utf-8") for k in keys[start : start + self.read_limit]]
+            written += self.store.modify(chunk, columns, on_cells)
+        return written
 
     def writer(self) -> TableWriter:
         """A buffer of updates that writes every :attr:`write_limit` rows and on exit."""
