@@ -27,6 +27,18 @@ if TYPE_CHECKING:
 #: ``None``); ``requested``, whether a request went out (False for a robots.txt denial).
 fetch_finished: Final = object()
 
+#: Sent by :class:`~nutchy.scheduler.NutchScheduler` when every row of a batch has ended and its
+#: fetch outcome is written; handlers may be asynchronous and are awaited.
+#: :class:`~nutchy.pipelines.NutchParsePipeline` writes the pages it still holds. Arguments:
+#: ``batch_id``; ``complete``, whether every row of the batch was fetched by this crawl (not when
+#: a time limit or a read error stopped it, nor for one partition of a batch).
+batch_fetched: Final = object()
+
+#: Sent after :data:`batch_fetched`, once its handlers are done: the batch is fetched and parsed.
+#: :class:`~nutchy.pipelines.NutchDbUpdatePipeline` runs updatedb on it when it is complete.
+#: Same arguments; handlers may be asynchronous and are awaited.
+batch_parsed: Final = object()
+
 #: The batch argument that fetches every generated row (Nutch's ``-all``).
 ALL_BATCHES: Final = "-all"
 
@@ -151,13 +163,27 @@ class FetchJob:
     """What one ``scrapy crawl nutch`` fetches: the rows of *batch_id* (``"-all"``: every
     generated row), optionally only partition *partition* of *partitions*, skipping rows already
     fetched when *resume* (``None``: ``NUTCH_FETCHER_JOB_RESUME`` decides), for at most
-    *time_limit* minutes (``None``: ``NUTCH_FETCHER_TIMELIMIT_MINS`` decides)."""
+    *time_limit* minutes (``None``: ``NUTCH_FETCHER_TIMELIMIT_MINS`` decides).
 
-    batch_id: str
+    Without a batch (*batch_id* ``None``) the crawl generates its own: up to *rounds* rounds of
+    generate (*top_n* URLs at most), fetch, parse and updatedb.
+    """
+
+    batch_id: str | None
     partition: int | None = None
     partitions: int = 1
     resume: bool | None = None
     time_limit: float | None = None
+    rounds: int = 1
+    top_n: int | None = None
+
+    #: Whether the batch was given (``-a batch``); ``False``: the crawl generates its batches.
+    fixed: bool = True
+
+    @property
+    def generates(self) -> bool:
+        """Whether the crawl generates its own batches (no ``-a batch``)."""
+        return not self.fixed
 
     @classmethod
     def from_args(
@@ -167,20 +193,23 @@ class FetchJob:
         resume: str | None = None,
         partition: str | None = None,
         timelimit: str | None = None,
+        rounds: str | None = None,
+        top_n: str | None = None,
     ) -> FetchJob:
         """Parse the spider arguments ``-a batch=ID -a resume=true -a partition=k/K
-        -a timelimit=MIN``; :exc:`~nutchy.exceptions.ConfigError` explains a bad one.
+        -a timelimit=MIN`` or ``-a rounds=N -a topN=M``; :exc:`~nutchy.exceptions.ConfigError`
+        explains a bad one.
 
         >>> FetchJob.from_args("b1", resume="true", partition="1/4", timelimit="0.5")
-        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5)
+        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5, rounds=1, top_n=None, fixed=True)
+        >>> FetchJob.from_args(None, rounds="3", top_n="1000").generates
+        True
         """
-        if not batch:
-            raise ConfigError(
-                "the nutch spider fetches one batch: give -a batch=<batch id> (or -a batch=-all)"
-            )
         part: int | None = None
         parts = 1
         if partition:
+            if not batch:
+                raise ConfigError("-a partition=k/K fetches part of a batch: give -a batch=ID too")
             try:
                 k, _, n = partition.partition("/")
                 part, parts = int(k), int(n)
@@ -194,7 +223,33 @@ class FetchJob:
                 limit = float(timelimit)
             except ValueError:
                 raise ConfigError(f"timelimit must be minutes, got {timelimit!r}") from None
-        return cls(batch, part, parts, _bool_arg("resume", resume), limit)
+        if batch and (rounds is not None or top_n is not None):
+            raise ConfigError(
+                "-a rounds and -a topN generate batches: leave out -a batch, or fetch the batch"
+                " alone"
+            )
+        number = _int_arg("rounds", rounds, 1) if rounds is not None else 1
+        top = _int_arg("topN", top_n, 1) if top_n is not None else None
+        return cls(
+            batch or None,
+            part,
+            parts,
+            _bool_arg("resume", resume),
+            limit,
+            rounds=number,
+            top_n=top,
+            fixed=bool(batch),
+        )
+
+
+def _int_arg(name: str, value: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value!r}")
+    return number
 
 
 def _bool_arg(name: str, value: str | None) -> bool | None:

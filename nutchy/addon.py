@@ -2,8 +2,8 @@
 
 It registers every ``NUTCH_*`` default (at the ``default`` priority, so the project and ``-s``
 override them and ``scrapy settings --get`` shows them), makes the ``nutch`` spider available,
-and switches the fetch on: nutchy's scheduler and its two downloader middlewares, and the parse
-pipeline (``NUTCH_FETCHER_PARSE``).
+and switches the fetch on: nutchy's scheduler and its two downloader middlewares, the parse
+pipeline (``NUTCH_FETCHER_PARSE``) and the updatedb pipeline (``NUTCH_FETCHER_UPDATEDB``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ FETCH_MIDDLEWARE_ORDER = 40
 ROBOTS_MIDDLEWARE_ORDER = 90
 #: Item pipelines: parse first (a project's own pipelines at the usual 300 then see parsed pages).
 PARSE_PIPELINE_ORDER = 100
+#: The updatedb pipeline sees no items (it acts when a batch ends); it sits after the others.
+UPDATEDB_PIPELINE_ORDER = 900
 
 
 class NutchAddon:
@@ -37,7 +39,7 @@ class NutchAddon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         from nutchy.middlewares import NutchFetchMiddleware
-        from nutchy.pipelines import NutchParsePipeline
+        from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
         from nutchy.robots import NutchRobotsMiddleware
 
         settings.setmodule("nutchy.default_settings", priority="default")
@@ -50,4 +52,7 @@ class NutchAddon:
         )
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", NutchParsePipeline, PARSE_PIPELINE_ORDER
+        )
+        settings.setdefault_in_component_priority_dict(
+            "ITEM_PIPELINES", NutchDbUpdatePipeline, UPDATEDB_PIPELINE_ORDER
         )

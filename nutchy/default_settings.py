@@ -99,6 +99,10 @@ NUTCH_FETCHER_MIN_CRAWL_DELAY = -1.0
 # Whether pages are parsed during the fetch, by the parse item pipeline (Nutch: False).
 NUTCH_FETCHER_PARSE = True
 
+# (nutchy only) Whether a crawl runs updatedb on each batch it fetched whole, by the updatedb
+# item pipeline (see docs/updatedb.md). Without it, run nutchy updatedb ID after the fetch.
+NUTCH_FETCHER_UPDATEDB = True
+
 # In-memory fetch entries per fetch slot: CONCURRENT_REQUESTS times this many rows in all, and
 # NUTCH_FETCHER_THREADS_PER_QUEUE times this many per queue.
 NUTCH_FETCHER_QUEUE_DEPTH_MULTIPLIER = 50

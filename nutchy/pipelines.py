@@ -1,9 +1,15 @@
-"""Item pipelines of nutchy: parse during the fetch (``fetcher.parse``).
+"""Item pipelines of nutchy: parse during the fetch (``fetcher.parse``), and updatedb.
 
 With ``NUTCH_FETCHER_PARSE`` on, the ``nutch`` spider yields a :class:`FetchedPage` for every
 successful fetch, and :class:`NutchParsePipeline` parses it with the code of ``nutchy parse``
 (:mod:`nutchy.core.parse`) and writes the parse columns. Pages are parsed and written in a
 thread, in batches of ``NUTCH_FETCHER_FLUSH_SIZE``, never on the reactor.
+
+With ``NUTCH_FETCHER_UPDATEDB`` on, :class:`NutchDbUpdatePipeline` runs the code of ``nutchy
+updatedb`` (:mod:`nutchy.jobs.updatedb`) in a thread on every batch this crawl fetched whole,
+once its last row is fetched and parsed. A batch fetched only in part (a time limit, one
+partition of several) is left for ``nutchy updatedb ID``: updating it would take the generate
+mark off rows that still wait for their fetch.
 """
 
 from __future__ import annotations
@@ -16,24 +22,28 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
+from nutchy._fetch import ALL_BATCHES, batch_fetched, batch_parsed
 from nutchy.core.parse import ParseConfig, is_truncated, parse_change, parse_content
 from nutchy.core.signature import Signature
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.webpage import WebPage
-from nutchy.jobs._cycle import parse_config, signature
+from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
+from nutchy.jobs.parse import parse_batch
+from nutchy.jobs.updatedb import updatedb
 from nutchy.store import open_table
 from nutchy.store.schema import build_update
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FetchedPage", "NutchParsePipeline"]
+__all__ = ["FetchedPage", "NutchDbUpdatePipeline", "NutchParsePipeline"]
 
 
 @dataclass
@@ -80,7 +90,7 @@ class NutchParsePipeline:
         if not get_bool(settings, "NUTCH_FETCHER_PARSE"):
             raise NotConfigured("NUTCH_FETCHER_PARSE is False")
         assert crawler.stats is not None
-        return cls(
+        pipeline = cls(
             open_table(settings),
             config=parse_config(settings),
             signature=signature(settings),
@@ -89,6 +99,12 @@ class NutchParsePipeline:
             flush_size=get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
             stats=crawler.stats,
         )
+        crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
+        return pipeline
+
+    async def batch_fetched(self, batch_id: str, complete: bool) -> None:
+        """The batch's last page has come: write what is still held."""
+        await self._flush()
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
@@ -147,3 +163,78 @@ class NutchParsePipeline:
         except Exception:
             self.stats.inc_value("nutch/store/put_error", len(updates))
             logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})
+
+
+class NutchDbUpdatePipeline:
+    """Runs updatedb on each batch the crawl fetched whole (see the module docstring).
+
+    It sees no items: the scheduler tells it, through :data:`~nutchy._fetch.batch_parsed`, when a
+    batch is fetched and parsed. With ``NUTCH_FETCHER_PARSE`` off, it first parses the batch as
+    ``nutchy parse`` does (Nutch's ``bin/crawl`` runs parse between fetch and updatedb).
+    """
+
+    def __init__(self, settings: BaseSettings, stats: StatsCollector) -> None:
+        self.settings = settings
+        self.stats = stats
+        self.parse = not get_bool(settings, "NUTCH_FETCHER_PARSE")
+        update_config(settings, None)  # a bad setting fails now, not after the first batch
+        self.table: WebTable | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        if not get_bool(settings, "NUTCH_FETCHER_UPDATEDB"):
+            raise NotConfigured("NUTCH_FETCHER_UPDATEDB is False")
+        assert crawler.stats is not None
+        pipeline = cls(settings, crawler.stats)
+        crawler.signals.connect(pipeline.batch_parsed, signal=batch_parsed)
+        return pipeline
+
+    def process_item(self, item: Any) -> Any:
+        return item
+
+    async def close_spider(self) -> None:
+        if self.table is not None:
+            await run_in_thread(self.table.close)
+
+    async def batch_parsed(self, batch_id: str, complete: bool) -> None:
+        if not complete:
+            return
+        await run_in_thread(self._update, batch_id)
+
+    def _update(self, batch_id: str) -> None:
+        """Parse (when the fetch did not) and update the batch (in a thread)."""
+        batch = None if batch_id == ALL_BATCHES else batch_id
+        started = time.monotonic()
+        if self.table is None:
+            self.table = open_table(self.settings)
+        table = self.table
+        if self.parse:
+            parsed = parse_batch(
+                table,
+                batch,
+                config=parse_config(self.settings),
+                signature=signature(self.settings),
+                skip_truncated=get_bool(self.settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
+                timeout=get_float(self.settings, "NUTCH_PARSER_TIMEOUT"),
+                resume=True,
+            )
+            self.stats.inc_value("nutch/parse/parsed", parsed.parsed)
+        counts = updatedb(table, batch, now=_now_ms(), config=update_config(self.settings, batch))
+        for name in ("batch_pages", "existing_targets", "new_rows", "not_added"):
+            self.stats.inc_value(f"nutch/updatedb/{name}", getattr(counts, name))
+        logger.info(
+            "Updated batch %(batch)s in %(secs).1f s: %(pages)d pages, %(known)d known and"
+            " %(new)d new outlink targets",
+            {
+                "batch": batch_id,
+                "secs": time.monotonic() - started,
+                "pages": counts.batch_pages,
+                "known": counts.existing_targets,
+                "new": counts.new_rows,
+            },
+        )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

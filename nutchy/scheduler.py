@@ -41,21 +41,35 @@ Time limit
     After ``fetcher.timelimit.mins`` (``-a timelimit=MIN``) no request is released any more; the
     requests in flight end and are written, and the rows not fetched keep their generate mark
     without a fetch mark, for a resumed fetch.
+
+The end of a batch, and rounds
+    When the crawl goes idle, every row of the batch has ended: the scheduler writes the last
+    outcomes, then sends :data:`~nutchy._fetch.batch_fetched` and
+    :data:`~nutchy._fetch.batch_parsed` and waits for their handlers (the parse pipeline writes
+    what it holds; :class:`~nutchy.pipelines.NutchDbUpdatePipeline` runs updatedb on a complete
+    batch). Without ``-a batch``, the scheduler generates its batches itself (``-a topN=M``) and
+    goes on for ``-a rounds=N`` rounds, until generate selects nothing or a ``STOP`` file appears
+    in ``NUTCH_CRAWL_DIR``; the fetch queues, and their politeness, carry over from one round to
+    the next.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import logging
+import secrets
 import socket
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from scrapy import Request, signals
+from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import call_later, create_looping_call, run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
@@ -70,6 +84,8 @@ from nutchy._fetch import (
     META_QUEUE,
     FetchJob,
     FetchSettings,
+    batch_fetched,
+    batch_parsed,
     fetch_finished,
 )
 from nutchy.core.fetch import (
@@ -80,10 +96,11 @@ from nutchy.core.fetch import (
     fetch_change,
     queue_id,
 )
-from nutchy.core.generate import partition_for
+from nutchy.core.generate import new_batch_id, partition_for
 from nutchy.core.urls import InvalidURL, domain_of, host_of, reverse_url
 from nutchy.exceptions import CellDecodeError, NutchError, StoreError
 from nutchy.jobs import _settings
+from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.store import open_table
 from nutchy.store.base import Scan, prefix_stop
 from nutchy.store.schema import RowUpdate, build_update, decode_page
@@ -92,6 +109,7 @@ if TYPE_CHECKING:
     from scrapy.core.downloader import Downloader
     from scrapy.core.scheduler import BaseScheduler
     from scrapy.crawler import Crawler
+    from scrapy.signalmanager import SignalManager
     from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
@@ -205,7 +223,9 @@ class _Reader:
         self.partition_mode = partition_mode
         self.partition_seed = partition_seed
         self.marker = (
-            None if job.batch_id == ALL_BATCHES else (b"_gnmrk_", job.batch_id.encode("utf-8"))
+            None
+            if job.batch_id in (None, ALL_BATCHES)
+            else (b"_gnmrk_", job.batch_id.encode("utf-8"))
         )
         self.addresses: dict[str, str | None] = {}
         self.followed: frozenset[str] = frozenset()
@@ -430,6 +450,10 @@ class NutchScheduler:
         partition_mode: str = "byHost",
         partition_seed: int = 0,
         fallback: BaseScheduler | None = None,
+        signal_manager: SignalManager | None = None,
+        close_spider: Callable[[str], object] | None = None,
+        generate_options: GenerateOptions | None = None,
+        stop_file: Path | None = None,
     ) -> None:
         self.job = job
         self.settings = settings
@@ -458,8 +482,8 @@ class NutchScheduler:
         self._other: deque[Request] = deque()
         self._per_queue = settings.threads_per_queue * settings.depth_multiplier
         self._capacity = max(settings.concurrency * settings.depth_multiplier, self._per_queue)
-        # reading
-        self._cursor: bytes | None = b""
+        # reading (no cursor until a batch starts)
+        self._cursor: bytes | None = None
         self._hosts: dict[bytes, tuple[bytes, str]] = {}
         self._needy: set[_Queue] = set()
         self._reading = False
@@ -478,6 +502,16 @@ class NutchScheduler:
         self._put_error_logged = False
         self._summary = _Summary()
         self._started = 0.0
+        # the end of a batch, and rounds
+        self._signals = signal_manager
+        self._close_spider = close_spider
+        self._generate_options = generate_options
+        self._stop_file = stop_file
+        self._phase = "fetching"  # then "wrapping" (the batch ended), "done" (nothing more)
+        self._round = 0
+        self._wrap_up_call: Deferred[None] | None = None
+        self._closing = False
+        self._stop_reason = ""
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -495,6 +529,13 @@ class NutchScheduler:
                 fallback=Scheduler.from_crawler(crawler),
             )
         engine = crawler.engine
+        generate_options = None
+        if job.generates:
+            generate_options = GenerateOptions.from_settings(settings, top_n=job.top_n)
+
+        def close_spider(reason: str) -> object:
+            return deferred_from_coro(engine.close_spider_async(reason=reason))
+
         scheduler = cls(
             job,
             FetchSettings.from_settings(settings),
@@ -506,8 +547,13 @@ class NutchScheduler:
                 settings, "NUTCH_PARTITION_URL_MODE", ("byHost", "byDomain", "byIP")
             ),
             partition_seed=_settings.get_int(settings, "NUTCH_PARTITION_URL_SEED"),
+            signal_manager=crawler.signals,
+            close_spider=close_spider,
+            generate_options=generate_options,
+            stop_file=Path(settings.get("NUTCH_CRAWL_DIR") or ".") / "STOP",
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
+        crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         if scheduler.settings.threads_per_queue > 1:
             # Several requests of a queue may wait in its slot: the slot must know the queue's
             # policy (a Crawl-delay just read) before it starts any of them.
@@ -691,6 +737,7 @@ class NutchScheduler:
         if self._stopped:
             return
         self._stopped = True
+        self._stop_reason = "its time limit"
         self.stats.inc_value("nutch/fetch/hit_by_time_limit", self._queued)
         for queue in self._queues.values():
             queue.entries.clear()
@@ -842,6 +889,7 @@ class NutchScheduler:
     def _read_failed(self, failure: Failure) -> None:
         self._reading = False
         self._stopped = True
+        self._stop_reason = "a read error"
         logger.error(
             "Cannot read the batch from the table: %(error)s; the fetch ends with the rows"
             " already read",
@@ -979,19 +1027,37 @@ class NutchScheduler:
         assert self.job is not None
         table = await run_in_thread(self._open_checked)
         self._table = table
+        self._started = time.monotonic()
+        if self._time_limit is not None:
+            self._deadline = self._started + self._time_limit * 60
+            self._deadline_call = call_later(self._time_limit * 60, self._stop)
+        self._flush_loop = create_looping_call(self._flush)
+        self._flush_loop.start(self.settings.flush_interval, now=False)
+        if self.job.generates:
+            if not await self._generate_next():
+                self._phase = "done"  # the engine finds nothing to do and closes
+            return
+        await self._start_batch(self.job)
+
+    async def _start_batch(self, job: FetchJob) -> None:
+        """Fetch *job*'s batch: a fresh cursor, and the first rows read."""
+        assert self._table is not None
+        self.job = job
         self._reader = _Reader(
-            table,
-            self.job,
+            self._table,
+            job,
             self.settings,
             resume=self._resume,
             partition_mode=self._partition_mode,
             partition_seed=self._partition_seed,
         )
-        self._started = time.monotonic()
-        if self._time_limit is not None:
-            self._deadline = self._started + self._time_limit * 60
-            self._deadline_call = call_later(self._time_limit * 60, self._stop)
-        job = self.job
+        self._cursor = b""
+        self._hosts = {}
+        self._needy = set()
+        self._followed = set()
+        for queue in self._queues.values():
+            queue.dropped = False
+            queue.defers = 0
         logger.info(
             "Fetching batch %(batch)s%(part)s%(resume)s from %(table)s: queues %(mode)s, delay"
             " %(delay)s s, %(threads)d per queue, content limit %(limit)d",
@@ -1001,20 +1067,119 @@ class NutchScheduler:
                 if job.partition is None
                 else f" partition {job.partition}/{job.partitions}",
                 "resume": " (resume)" if self._resume else "",
-                "table": table.name,
+                "table": self._table.name,
                 "mode": self.settings.queue_mode,
                 "delay": self.settings.queue_delay,
                 "threads": self.settings.threads_per_queue,
                 "limit": self.settings.content_limit,
             },
         )
-        # The first rows, before the engine asks for requests.
         plan = _Plan({}, b"", self._capacity, {}, self._per_queue, frozenset())
         self._reading = True
         result = await run_in_thread(self._reader.read, plan)
         self._read_done(result, plan)
-        self._flush_loop = create_looping_call(self._flush)
-        self._flush_loop.start(self.settings.flush_interval, now=False)
+
+    async def _generate_next(self) -> bool:
+        """Generate the next round's batch and start fetching it; False when there is none."""
+        assert self.job is not None and self._table is not None
+        job = self.job
+        if self._round >= job.rounds:
+            logger.info("%(n)d rounds done", {"n": job.rounds})
+            return False
+        if self._stop_file is not None and self._stop_file.exists():
+            logger.info("%(stop)s found: no more rounds", {"stop": self._stop_file})
+            return False
+        assert self._generate_options is not None
+        now = _now_ms()
+        batch_id = new_batch_id(now, secrets.randbelow(2**31))
+        result = await run_in_thread(
+            generate, self._table, self._generate_options, now=now, batch_id=batch_id
+        )
+        if result.selected == 0:
+            logger.info("Generate selected no URL: nothing left to fetch")
+            return False
+        self._round += 1
+        self.stats.inc_value("nutch/rounds")
+        logger.info(
+            "Round %(round)d of %(rounds)d: batch %(batch)s, %(n)d URLs",
+            {"round": self._round, "rounds": job.rounds, "batch": batch_id, "n": result.selected},
+        )
+        await self._start_batch(dataclasses.replace(job, batch_id=batch_id))
+        return True
+
+    # --- the end of a batch ---------------------------------------------------------------------
+
+    def _spider_idle(self) -> None:
+        """Every row of the batch has ended: wrap the batch up (see the module docstring)."""
+        if self._phase == "done" or self._fallback is not None:
+            return
+        if self._phase == "fetching":
+            self._phase = "wrapping"
+            self._wrap_up_call = d = deferred_from_coro(self._wrap_up())
+            d.addErrback(self._wrap_up_failed)
+        raise DontCloseSpider
+
+    async def _wrap_up(self) -> None:
+        job = self.job
+        assert job is not None
+        complete = not self._stopped and job.partition is None and not self._closing
+        await self._write_pending()
+        reason = "finished"
+        if self._signals is not None:
+            args = {"batch_id": job.batch_id, "complete": complete}
+            await self._signals.send_catch_log_async(batch_fetched, **args)
+            results = await self._signals.send_catch_log_async(batch_parsed, **args)
+            if any(isinstance(result, BaseException) for _, result in results):
+                reason = "nutch_update_failed"
+        if not complete:
+            why = (
+                f"partition {job.partition}/{job.partitions}"
+                if job.partition is not None
+                else "the crawl is closing"
+                if self._closing
+                else self._stop_reason
+            )
+            logger.info(
+                "Batch %(batch)s was not fetched whole (%(why)s): run nutchy updatedb %(batch)s"
+                " once the rest is fetched",
+                {"batch": job.batch_id, "why": why},
+            )
+        if complete and reason == "finished" and job.generates and await self._generate_next():
+            self._phase = "fetching"
+            if self._starved:
+                self._poke()
+            return
+        self._phase = "done"
+        if self._close_spider is not None:
+            self._close_spider(reason)
+
+    def _wrap_up_failed(self, failure: Failure) -> None:
+        logger.error(
+            "Cannot finish batch %(batch)s: %(error)s",
+            {"batch": self.job.batch_id if self.job else None, "error": failure.getErrorMessage()},
+            exc_info=failure.value,
+        )
+        self._phase = "done"
+        if self._close_spider is not None:
+            self._close_spider("nutch_update_failed")
+
+    async def _write_pending(self) -> None:
+        """Wait for the flush under way, then write what is left."""
+        table = self._table
+        assert table is not None
+        while self._flushing:
+            self._flush_done = done = self._flush_done or _new_deferred()
+            await maybe_deferred_to_future(done)
+        if self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await run_in_thread(table.write, batch)
+                self._summary.written += len(batch)
+                self.stats.inc_value("nutch/fetch/written", len(batch))
+            except StoreError as exc:
+                self._summary.lost += len(batch)
+                self.stats.inc_value("nutch/store/put_error", len(batch))
+                logger.error("Cannot write the last %d fetch outcomes: %s", len(batch), exc)
 
     def _open_checked(self) -> WebTable:
         table = self._open_table()
@@ -1029,6 +1194,7 @@ class NutchScheduler:
         return table
 
     async def _close(self, reason: str) -> None:
+        self._closing = True
         if self._flush_loop is not None and self._flush_loop.running:
             self._flush_loop.stop()
         if self._deadline_call is not None:
@@ -1038,19 +1204,10 @@ class NutchScheduler:
             return
         if self._reading and self._read_call is not None:
             await maybe_deferred_to_future(self._read_call)  # errors are logged by its errback
-        while self._flushing:
-            self._flush_done = done = self._flush_done or _new_deferred()
-            await maybe_deferred_to_future(done)
-        if self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                await run_in_thread(table.write, batch)
-                self._summary.written += len(batch)
-                self.stats.inc_value("nutch/fetch/written", len(batch))
-            except StoreError as exc:
-                self._summary.lost += len(batch)
-                self.stats.inc_value("nutch/store/put_error", len(batch))
-                logger.error("Cannot write the last %d fetch outcomes: %s", len(batch), exc)
+        if self._phase == "wrapping" and self._wrap_up_call is not None:
+            # Closed while a batch was being wrapped up (a shutdown): let it finish its writes.
+            await maybe_deferred_to_future(self._wrap_up_call)
+        await self._write_pending()
         await run_in_thread(table.close)
         self._log_summary(reason)
 

@@ -1,9 +1,12 @@
-"""The ``nutch`` spider: ``scrapy crawl nutch -a batch=ID`` fetches one generated batch.
+"""The ``nutch`` spider: ``scrapy crawl nutch`` runs rounds of the crawl cycle on the web table.
 
 The spider itself has no start URLs: :class:`~nutchy.scheduler.NutchScheduler` reads the batch
 from the web table and :class:`~nutchy.middlewares.NutchFetchMiddleware` records every outcome.
 The spider's arguments say what to fetch:
 
+- no ``-a batch``: generate a batch of the URLs due, fetch, parse and update it, for
+  ``-a rounds=N`` rounds (1 by default) of at most ``-a topN=M`` URLs each, stopping early when
+  generate selects nothing or a ``STOP`` file appears in ``NUTCH_CRAWL_DIR``;
 - ``-a batch=ID``: the rows generated into batch *ID* (``-a batch=-all``: every generated row);
 - ``-a resume=true``: skip the rows of the batch that already have a fetch mark
   (``fetcher.job.resume``);
@@ -47,12 +50,19 @@ class NutchSpider(Spider):
         resume: str | None = None,
         partition: str | None = None,
         timelimit: str | None = None,
+        rounds: str | None = None,
+        topN: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         #: What this crawl fetches, read by the scheduler.
         self.fetch_job = FetchJob.from_args(
-            batch, resume=resume, partition=partition, timelimit=timelimit
+            batch,
+            resume=resume,
+            partition=partition,
+            timelimit=timelimit,
+            rounds=rounds,
+            top_n=topN,
         )
         self._parse_enabled: bool | None = None
 

@@ -304,7 +304,8 @@ class CrawlResult:
 
 class FetchProject:
     """A Scrapy project in *root* whose settings open *store*'s table, with nutchy's add-on and
-    test-friendly defaults (no politeness delay unless a test asks, quiet logs)."""
+    test-friendly defaults (no politeness delay unless a test asks, quiet logs). Its crawls fetch
+    only, as Nutch's fetch job does, unless a test turns ``NUTCH_FETCHER_UPDATEDB`` on."""
 
     def __init__(self, root: Path, store: Store, **settings: object) -> None:
         self.root = root
@@ -314,6 +315,7 @@ class FetchProject:
             "TELNETCONSOLE_ENABLED": False,
             "NUTCH_FETCHER_SERVER_DELAY": 0.0,
             "NUTCH_FETCHER_FLUSH_SIZE": 5,
+            "NUTCH_FETCHER_UPDATEDB": False,
             **store_settings(store),
             **settings,
         }
@@ -321,8 +323,13 @@ class FetchProject:
         (root / "fetchtest_settings.py").write_text("".join(lines), encoding="utf-8")
         (root / "scrapy.cfg").write_text("[settings]\ndefault = fetchtest_settings\n")
 
-    def command(self, batch: str, args: dict[str, str], settings: dict[str, object]) -> list[str]:
-        command = [sys.executable, "-m", "scrapy", "crawl", "nutch", "-a", f"batch={batch}"]
+    def command(
+        self, batch: str | None, args: dict[str, str], settings: dict[str, object]
+    ) -> list[str]:
+        """``scrapy crawl nutch`` on *batch* (``None``: the crawl generates its batches)."""
+        command = [sys.executable, "-m", "scrapy", "crawl", "nutch"]
+        if batch is not None:
+            command += ["-a", f"batch={batch}"]
         for name, value in args.items():
             command += ["-a", f"{name}={value}"]
         for name, value in settings.items():
@@ -336,7 +343,7 @@ class FetchProject:
 
     def crawl(
         self,
-        batch: str = "b1",
+        batch: str | None = "b1",
         *,
         timeout: float = 60,
         settings: dict[str, object] | None = None,

@@ -34,6 +34,7 @@ from nutchy.core.fetch import FetchEntry
 from nutchy.core.status import ProtocolStatusCode
 from nutchy.exceptions import ConfigError
 from nutchy.middlewares import FetchFailed, NutchFetchMiddleware, describe_exception
+from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.robots import RobotsDenied
 
 P = ProtocolStatusCode
@@ -49,6 +50,8 @@ def test_addon_turns_nutchy_on_and_keeps_project_settings():
     middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
     assert middlewares[NutchFetchMiddleware] == 40
     assert sorted(middlewares.values()) == [40, 90]
+    pipelines = settings.getdict("ITEM_PIPELINES")
+    assert pipelines == {NutchParsePipeline: 100, NutchDbUpdatePipeline: 900}
     assert "nutchy.spiders" in settings.getlist("SPIDER_MODULES")
     assert settings.getfloat("NUTCH_FETCHER_SERVER_DELAY") == 1.5  # the project's value wins
     assert settings.getint("NUTCH_HTTP_CONTENT_LIMIT") == 65536  # a registered default
@@ -57,7 +60,10 @@ def test_addon_turns_nutchy_on_and_keeps_project_settings():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({}, "give -a batch="),
+        ({"partition": "0/2"}, "give -a batch=ID too"),
+        ({"batch": "b", "rounds": "2"}, "leave out -a batch"),
+        ({"rounds": "0"}, "rounds must be >= 1"),
+        ({"top_n": "ten"}, "topN must be a whole number"),
         ({"batch": "b", "partition": "2/2"}, "0 <= k < K"),
         ({"batch": "b", "partition": "x"}, "partition must be k/K"),
         ({"batch": "b", "resume": "maybe"}, "resume must be true or false"),

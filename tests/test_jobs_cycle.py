@@ -3,7 +3,7 @@ that change nothing, and two crawls updating the same rows."""
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -236,20 +236,13 @@ def test_concurrent_updatedb_runs_lose_no_contribution(store_factory, table):
             fetched(table, url, links, batch=batch)
         run_parse(table, batch)
     share = 1.0 / 64  # each source shares its cash of 1.0 among 64 outlinks
-    errors = []
 
     def run(batch: str) -> None:
-        try:
-            run_update(WebTable(store_factory(), read_limit=5), batch)
-        except Exception as exc:  # reported below
-            errors.append(exc)
+        run_update(WebTable(store_factory(), read_limit=5), batch)
 
-    threads = [threading.Thread(target=run, args=(batch,)) for batch in sources]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(run, batch) for batch in sources]:
+            done.result()  # raises what the run raised
     rows = snapshot(table)
     assert sum(read_cash(row.metadata) for row in rows.values()) == 8.0
     for url in targets:

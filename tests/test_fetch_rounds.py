@@ -1,0 +1,170 @@
+"""``scrapy crawl nutch`` as a whole crawl: without ``-a batch`` it generates its batches and runs
+rounds of generate, fetch, parse and updatedb in one process; with ``-a batch`` it updates the
+batch once it is fetched whole, and leaves a batch fetched in part alone."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from sites import NOW_MS, FetchProject, Site, prepare_batch
+
+from nutchy.core.status import CrawlStatus
+from nutchy.jobs.inject import InjectOptions, inject
+from nutchy.store.table import WebTable
+
+#: path -> (title, links). "/" reaches everything in three rounds; "/lost" is linked from nowhere.
+GRAPH = {
+    "/": ("Home", ["/a", "/b"]),
+    "/a": ("A", ["/c", "/missing"]),
+    "/b": ("B", ["/"]),
+    "/c": ("C", []),
+    "/lost": ("Lost", ["/"]),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, format, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        self.server.hits.append(self.path)  # type: ignore[attr-defined]
+        page = GRAPH.get(self.path)
+        if page is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        title, links = page
+        body = f"<html><title>{title}</title><body>{title}"
+        body += "".join(f'<a href="{link}">to {link}</a>' for link in links) + "</body></html>"
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def site():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.hits = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def base(site) -> str:
+    return f"http://127.0.0.1:{site.server_address[1]}"
+
+
+def seed(store, *urls: str) -> WebTable:
+    table = WebTable(store)
+    seeds = Path(tempfile.mkdtemp()) / "seeds.txt"
+    seeds.write_text("".join(f"{url}\n" for url in urls), encoding="utf-8")
+    inject(table, [seeds], InjectOptions(2592000, 1.0, None), now=NOW_MS)
+    return table
+
+
+def pages(table: WebTable) -> dict[str, object]:
+    return {page.url: page for page in table.scan()}
+
+
+def test_rounds_in_one_process_until_nothing_is_due(store, tmp_path, site):
+    root = base(site)
+    table = seed(store, f"{root}/")
+    project = FetchProject(tmp_path, store, NUTCH_FETCHER_UPDATEDB=True)
+    result = project.crawl(None, rounds="10")
+    assert result.returncode == 0, result.log[-3000:]
+    assert result.stats["nutch/rounds"] == 3  # /, then /a and /b, then /c and /missing
+    assert "Generate selected no URL: nothing left to fetch" in result.log
+    assert result.stats["finish_reason"] == "finished"
+    rows = pages(table)
+    assert set(rows) == {f"{root}{path}" for path in ("/", "/a", "/b", "/c", "/missing")}
+    for path in ("/", "/a", "/b", "/c"):
+        row = rows[f"{root}{path}"]
+        assert row.status == CrawlStatus.FETCHED, path
+        assert row.title == GRAPH[path][0]
+        assert "_gnmrk_" not in row.markers and "_updmrk_" in row.markers
+    assert rows[f"{root}/missing"].status == CrawlStatus.GONE
+    assert rows[f"{root}/"].inlinks == {f"{root}/b": "to /"}
+    assert rows[f"{root}/c"].markers["dist"] == "2"
+    # each page once, every round in this one process
+    assert sorted(site.hits) == sorted(["/robots.txt", "/", "/a", "/b", "/c", "/missing"])
+
+
+def test_rounds_and_top_n_bound_the_crawl(store, tmp_path, site):
+    root = base(site)
+    table = seed(store, f"{root}/", f"{root}/lost")
+    project = FetchProject(tmp_path, store, NUTCH_FETCHER_UPDATEDB=True)
+    result = project.crawl(None, rounds="2", topN="1")
+    assert result.returncode == 0, result.log[-3000:]
+    assert result.stats["nutch/rounds"] == 2
+    assert "2 rounds done" in result.log
+    fetched = {url for url, row in pages(table).items() if row.status == CrawlStatus.FETCHED}
+    assert len(fetched) == 2  # one URL a round
+    assert len([h for h in site.hits if h != "/robots.txt"]) == 2
+
+
+def test_a_stop_file_ends_the_crawl_before_the_next_round(store, tmp_path, site):
+    seed(store, f"{base(site)}/")
+    project = FetchProject(tmp_path, store, NUTCH_FETCHER_UPDATEDB=True)
+    # NUTCH_CRAWL_DIR: the embedded store's directory, or "crawl" in the project's directory
+    crawl_dir = store.path.parent if hasattr(store, "path") else tmp_path / "crawl"
+    crawl_dir.mkdir(exist_ok=True)
+    (crawl_dir / "STOP").touch()
+    result = project.crawl(None, rounds="5")
+    assert result.returncode == 0, result.log[-3000:]
+    assert "STOP found: no more rounds" in result.log
+    assert site.hits == []
+
+
+def test_nothing_due_ends_at_once(store, tmp_path):
+    seed(store)  # creates the table, injects nothing
+    project = FetchProject(tmp_path, store, NUTCH_FETCHER_UPDATEDB=True)
+    result = project.crawl(None, rounds="3")
+    assert result.returncode == 0, result.log[-3000:]
+    assert "Generate selected no URL" in result.log
+    assert result.stats.get("nutch/rounds") is None
+
+
+def test_a_given_batch_fetched_whole_is_updated(store, tmp_path):
+    with Site(("127.0.0.2",)) as site:
+        urls = [site.url("127.0.0.2", f"/page/{i}") for i in range(5)] + [
+            site.url("127.0.0.2", "/status/404")
+        ]
+        table = prepare_batch(store, urls)
+        project = FetchProject(tmp_path, store, NUTCH_FETCHER_UPDATEDB=True)
+        result = project.crawl("b1")
+        assert result.returncode == 0, result.log[-3000:]
+        assert "Updated batch b1" in result.log
+        assert result.stats["nutch/updatedb/batch_pages"] == 6
+        rows = pages(table)
+        for url in urls:
+            assert "_gnmrk_" not in rows[url].markers and "_ftcmrk_" not in rows[url].markers
+        for url in urls[:-1]:  # parsed pages carry the batch's updatedb mark
+            assert rows[url].markers["_updmrk_"] == "b1"
+        assert rows[urls[-1]].status == CrawlStatus.GONE
+        assert rows[urls[0]].status == CrawlStatus.FETCHED
+        assert rows[urls[0]].fetch_time > NOW_MS  # rescheduled by the fetch schedule
+
+
+def test_a_batch_cut_short_by_its_time_limit_is_left_for_updatedb(store, tmp_path):
+    with Site(("127.0.0.2",)) as site:
+        urls = [site.url("127.0.0.2", f"/page/{i:02d}") for i in range(20)]
+        table = prepare_batch(store, urls)
+        project = FetchProject(
+            tmp_path, store, NUTCH_FETCHER_UPDATEDB=True, NUTCH_FETCHER_SERVER_DELAY=0.5
+        )
+        result = project.crawl("b1", timelimit="0.02")
+        assert result.returncode == 0, result.log[-3000:]
+        assert "was not fetched whole (its time limit): run nutchy updatedb b1" in result.log
+        assert "nutch/updatedb/batch_pages" not in result.stats
+        rows = pages(table)
+        assert all(rows[url].markers.get("_gnmrk_") == "b1" for url in urls)
