@@ -36,6 +36,7 @@ from nutchy.exceptions import ConfigError
 from nutchy.middlewares import FetchFailed, NutchFetchMiddleware, describe_exception
 from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.robots import RobotsDenied
+from nutchy.spiders import NutchSpider
 
 P = ProtocolStatusCode
 URL = "http://www.example.com/a"
@@ -55,6 +56,15 @@ def test_addon_turns_nutchy_on_and_keeps_project_settings():
     assert "nutchy.spiders" in settings.getlist("SPIDER_MODULES")
     assert settings.getfloat("NUTCH_FETCHER_SERVER_DELAY") == 1.5  # the project's value wins
     assert settings.getint("NUTCH_HTTP_CONTENT_LIMIT") == 65536  # a registered default
+
+
+def test_the_spider_handles_one_item_at_a_time_unless_the_project_says_otherwise():
+    settings = Settings()
+    NutchSpider.update_settings(settings)
+    assert settings.getint("CONCURRENT_ITEMS") == 1
+    settings = Settings({"CONCURRENT_ITEMS": 7}, priority="project")
+    NutchSpider.update_settings(settings)
+    assert settings.getint("CONCURRENT_ITEMS") == 7
 
 
 @pytest.mark.parametrize(
