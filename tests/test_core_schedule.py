@@ -58,6 +58,16 @@ def test_adaptive_sync_delta_shifts_milliseconds() -> None:
     assert result.modified_time == NOW - 10 * DAY
 
 
+def test_adaptive_sync_delta_never_schedules_before_the_fetch() -> None:
+    # Unchanged for ten years: the interval is clamped to a year, and the shift to 30 % of that
+    # year. Nutch 1.x shifts by 30 % of ten years: three years back, two before this fetch, so
+    # the page would be due again at once, in every round of a crawl.
+    a = AdaptiveFetchSchedule(max_adaptive_interval=365 * 86400)
+    result = adapt(a, 86400, ChangeState.NOTMODIFIED, modified_time=NOW - 3650 * DAY)
+    assert result.fetch_interval == 365 * 86400
+    assert result.fetch_time == NOW - round(0.3 * 365 * DAY) + 365 * DAY
+
+
 def test_adaptive_without_sync_delta() -> None:
     a = AdaptiveFetchSchedule(sync_delta=False)
     result = adapt(a, 86400, ChangeState.UNKNOWN, modified_time=NOW - 10 * DAY)
@@ -121,6 +131,8 @@ def test_adaptive_interval_always_within_bounds(interval, state, modified_ago) -
     result = adapt(a, interval, state, modified_time=NOW - modified_ago)
     assert 60 <= result.fetch_interval <= 31536000
     assert result.retries_since_fetch == 0
+    # Moved back by at most 30 % of the interval: never due again before this fetch.
+    assert result.fetch_time >= NOW + result.fetch_interval * 700
 
 
 @given(interval=st.integers(0, 10**9))

@@ -242,7 +242,10 @@ class AdaptiveFetchSchedule(FetchSchedule):
     interval is at least that time.
 
     Nutch 2.x subtracts that shift in seconds from a time in milliseconds, so it is 1000 times too
-    small; nutchy subtracts milliseconds, as Nutch 1.x does.
+    small; nutchy subtracts milliseconds, as Nutch 1.x does. Unlike Nutch 1.x, the shift is at
+    most *sync_delta_rate* of the (clamped) interval, so the next fetch never comes before this
+    one: a page last changed ten years ago is due again (1 - *sync_delta_rate*) times
+    *max_adaptive_interval* after this fetch, not at once.
 
     >>> a = AdaptiveFetchSchedule()
     >>> def next_interval(state):
@@ -303,10 +306,15 @@ class AdaptiveFetchSchedule(FetchSchedule):
             interval = int(_f32(_f32(interval) * _f32(1.0 - _f32(self.dec_rate))))
         elif state == ChangeState.NOTMODIFIED:
             interval = int(_f32(_f32(interval) * _f32(1.0 + _f32(self.inc_rate))))
+        delta = (fetch_time - modified_time) // 1000
         if self.sync_delta:
-            delta = (fetch_time - modified_time) // 1000
             interval = max(interval, delta)
-            # Milliseconds, as Nutch 1.x: Nutch 2.x subtracts round(delta * rate) seconds-as-ms.
-            ref_time = fetch_time - round(delta * self.sync_delta_rate * 1000)
         interval = min(max(interval, self.min_interval), self.max_adaptive_interval)
+        if self.sync_delta:
+            # Milliseconds, as Nutch 1.x: Nutch 2.x subtracts round(delta * rate) seconds-as-ms.
+            # The shift is a share of the time since the change, but of no more than the interval:
+            # once the interval is clamped below that time (a page unchanged for years), Nutch
+            # 1.x's full shift would schedule the next fetch before this one, so the page would
+            # be due again at once, round after round.
+            ref_time = fetch_time - round(min(delta, interval) * self.sync_delta_rate * 1000)
         return replace(base, fetch_interval=interval, fetch_time=ref_time + interval * 1000)
