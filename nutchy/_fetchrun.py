@@ -3,7 +3,7 @@
 ``nutchy crawl`` runs each round's fetch in a child process, because Twisted's reactor cannot be
 started twice in one process. The child reads nutchy's defaults, the Scrapy project's settings
 (when there is a project), then the overrides given as a JSON object, turns the add-on on, and
-runs the ``nutch`` spider on the batch.
+runs the ``nutch`` spider on the batch; it leaves parse and updatedb to ``nutchy crawl``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
     if "LOG_LEVEL" not in overrides:
         settings.set("LOG_LEVEL", "INFO", "cmdline")
-    process = CrawlerProcess(settings, install_root_handler=True)
+    # nutchy crawl parses what is left and runs updatedb itself, after this process ends.
+    settings.set("NUTCH_FETCHER_UPDATEDB", False, "cmdline")
+    process = CrawlerProcess(settings)
     process.crawl(NutchSpider, batch=args[0])
     process.start()
     return 0
