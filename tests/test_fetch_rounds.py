@@ -168,3 +168,13 @@ def test_a_batch_cut_short_by_its_time_limit_is_left_for_updatedb(store, tmp_pat
         assert "nutch/updatedb/batch_pages" not in result.stats
         rows = pages(table)
         assert all(rows[url].markers.get("_gnmrk_") == "b1" for url in urls)
+
+
+def test_a_bad_updatedb_setting_stops_the_crawl_before_any_fetch(store, tmp_path, site):
+    seed(store, f"{base(site)}/")
+    project = FetchProject(
+        tmp_path, store, NUTCH_FETCHER_UPDATEDB=True, NUTCH_DB_FETCH_SCHEDULE_CLASS="nope"
+    )
+    result = project.crawl(None, rounds="2")
+    assert "NUTCH_DB_FETCH_SCHEDULE_CLASS must be one of" in result.log
+    assert site.hits == []
