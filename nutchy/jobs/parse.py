@@ -22,7 +22,7 @@ from nutchy.core.parse import (
 from nutchy.core.signature import Signature
 from nutchy.core.status import CrawlStatus, Mark, ParseStatusMajor, ParseStatusMinor
 from nutchy.store.schema import build_update
-from nutchy.store.table import WebTable
+from nutchy.store.table import TableWriter, WebTable
 
 logger = logging.getLogger(__name__)
 
@@ -63,38 +63,86 @@ def parse_batch(
     """
     counts = ParseCounts()
     marker = None if batch_id is None else (Mark.FETCH, batch_id)
+    # Two passes: the rows to parse are chosen on their status and markers alone, and only they
+    # are read whole. With -resume after a fetch that parsed as it went (the crawl's case), that
+    # is none of them, and their content is never read.
+    chosen: list[str] = []
     with table.writer() as writer:
-        for page in table.scan(PARSE_FIELDS, marker=marker, skip_errors=True):
+        for page in table.scan(_CHOOSE_FIELDS, marker=marker, skip_errors=True):
             fetch_mark = page.markers.get(Mark.FETCH)
             if fetch_mark is None or page.status != CrawlStatus.FETCHED:
                 counts.not_fetched += 1
-                continue
-            if resume and page.markers.get(Mark.PARSE) == fetch_mark:
+            elif resume and page.markers.get(Mark.PARSE) == fetch_mark:
                 counts.resumed += 1
-                continue
-            if skip_truncated and is_truncated(page):
-                counts.truncated += 1
-                continue
-            page_config = config
-            if timeout >= 0:
-                page_config = replace(config, clock=clock, deadline=clock() + timeout)
-            result = parse_content(
-                page.base_url or page.url, page.content, page.content_type, page_config
-            )
-            major, minor = result.status.major, result.status.minor
-            if major == ParseStatusMajor.SUCCESS:
-                if minor == ParseStatusMinor.SUCCESS_REDIRECT:
-                    counts.redirects += 1
-                else:
-                    counts.parsed += 1
-            elif major == ParseStatusMajor.NOTPARSED:
-                counts.not_parsed += 1
             else:
-                counts.failed += 1
-                logger.debug(
-                    "Failed to parse %(url)s: %(status)s",
-                    {"url": page.url, "status": result.status},
-                )
-            change = parse_change(page, result, signature)
-            writer.add(build_update(page.key, change.fields, change.entries, change.replace))
+                chosen.append(page.key)
+                if len(chosen) >= table.read_limit:
+                    _parse_rows(
+                        table,
+                        chosen,
+                        writer,
+                        counts,
+                        config,
+                        signature,
+                        skip_truncated,
+                        timeout,
+                        clock,
+                    )
+                    chosen = []
+        _parse_rows(
+            table, chosen, writer, counts, config, signature, skip_truncated, timeout, clock
+        )
     return counts
+
+
+#: The fields the first pass of :func:`parse_batch` reads to choose the rows to parse.
+_CHOOSE_FIELDS = ("status", "markers")
+
+
+def _parse_rows(
+    table: WebTable,
+    keys: list[str],
+    writer: TableWriter,
+    counts: ParseCounts,
+    config: ParseConfig,
+    signature: Signature,
+    skip_truncated: bool,
+    timeout: float,
+    clock: Callable[[], float],
+) -> None:
+    """Read the rows of *keys* whole, parse them and add their parse columns to *writer*."""
+    if not keys:
+        return
+    found = table.get_many(keys, PARSE_FIELDS)
+    for key in keys:
+        page = found.get(key)
+        if page is None or page.status != CrawlStatus.FETCHED:
+            counts.not_fetched += 1  # deleted, or fetched again meanwhile
+            continue
+        if skip_truncated and is_truncated(page):
+            counts.truncated += 1
+            continue
+        page_config = config
+        if timeout >= 0:
+            page_config = replace(config, clock=clock, deadline=clock() + timeout)
+        # The header, with its charset; the row's content type is the bare media type.
+        header = next((v for k, v in page.headers.items() if k.lower() == "content-type"), None)
+        result = parse_content(
+            page.base_url or page.url, page.content, header or page.content_type, page_config
+        )
+        major, minor = result.status.major, result.status.minor
+        if major == ParseStatusMajor.SUCCESS:
+            if minor == ParseStatusMinor.SUCCESS_REDIRECT:
+                counts.redirects += 1
+            else:
+                counts.parsed += 1
+        elif major == ParseStatusMajor.NOTPARSED:
+            counts.not_parsed += 1
+        else:
+            counts.failed += 1
+            logger.debug(
+                "Failed to parse %(url)s: %(status)s",
+                {"url": page.url, "status": result.status},
+            )
+        change = parse_change(page, result, signature)
+        writer.add(build_update(page.key, change.fields, change.entries, change.replace))

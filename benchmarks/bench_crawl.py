@@ -1,0 +1,780 @@
+"""A whole crawl against a plain Scrapy CrawlSpider, and a re-crawl of the unchanged site.
+
+    python benchmarks/bench_crawl.py                      # 5,000 pages x 40 links, 3 rounds
+    python benchmarks/bench_crawl.py --rounds 1 --pages 1000
+    python benchmarks/bench_crawl.py --quick              # a small smoke run (60 pages)
+    python benchmarks/bench_crawl.py --rounds 0 --profile DIR   # only the profiled crawls
+    python benchmarks/bench_crawl.py --variant "nutchy crawl CONCURRENT_ITEMS=100"  # one variant
+
+The site is generated from ``--seed``: ``--pages`` pages spread over ``--hosts`` loopback hosts
+(127.0.0.2, 127.0.0.3...; page *i* on host *i* mod hosts), each with ``--links`` distinct links
+(relative on the same host, absolute to the others) and about 2 KB of text. Page *j* > 0 is
+linked from page (*j* - 1) // links, so every page is reachable from page 0; the other links
+are random. The seeds are the first page of each host. A small asyncio HTTP/1.1 server serves
+it in a process of its own (keep-alive, ``Last-Modified`` and ``ETag`` on every page, 304 to a
+matching ``If-None-Match`` or ``If-Modified-Since``, 404 for robots.txt) and counts its answers.
+
+Each round of the benchmark (``--rounds``), every crawl in a process tree of its own:
+
+- ``plain``: a Scrapy ``CrawlSpider`` (``allowed_domains`` = the hosts, one
+  ``Rule(LinkExtractor(), follow=True)``), started on the seeds, with Scrapy's memory queues and
+  dupefilter and no persistence;
+- each nutchy variant of :data:`VARIANTS` (``nutchy crawl``, and ``scrapy crawl nutch -a
+  rounds=N`` in this repository's Scrapy project) on a new table: the first crawl, rounds until
+  nothing is due, then a re-crawl of the unchanged site with every page made due again
+  (generate's ``-adddays``), which the server answers with 304s. The script checks that the
+  server sent every page once, that the table holds them all as fetched, and that the re-crawl
+  got only 304s.
+
+Both sides get the same ``CONCURRENT_REQUESTS`` (``--concurrency``), the same requests per host
+(Scrapy's ``CONCURRENT_REQUESTS_PER_DOMAIN``, nutchy's ``fetcher.threads.per.queue``,
+``--per-host``), no politeness delay, robots.txt obeyed, ``LOG_LEVEL=INFO``. Times are wall
+times of the whole command, process start to exit, as a user sees them; pages/s is the pages
+fetched (200s the server sent) over that time. Peak RSS is the largest sum of the RSS of the
+command's process tree (the crawl and its fetch children), sampled every 0.1 s.
+
+The issue's targets: nutchy's first crawl at least 0.8x the plain spider's pages/s (goal 1.0x),
+and the re-crawl at least 3x cheaper than the first crawl.
+
+``--profile DIR`` adds a ``nutchy crawl`` and its re-crawl run in-process under cProfile
+(generate, parse and updatedb of the parent; each fetch child under ``python -m cProfile``, its
+main thread only), writes the profiles to *DIR* and prints the top costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import email.utils
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+REPO = HERE.parent.parent
+DATA = Path("/work/bench-crawl")
+LAST_MODIFIED = 1_750_000_000  # s
+STATS_PATH = b"/__stats"
+WORDS = [
+    *("crawl", "fetch", "parse", "update", "generate", "inject", "table", "score", "link"),
+    *("anchor", "host", "page", "queue", "batch", "signature", "schedule", "interval"),
+    *("status", "robots", "politeness", "content", "header", "outlink", "inlink"),
+]
+
+
+# --- the site ----------------------------------------------------------------------------------
+
+
+def site_links(pages: int, links: int, seed: int) -> list[list[int]]:
+    """The pages each page links to: its children in a *links*-ary tree over the page numbers
+    (so that every page is reachable from page 0), then distinct random pages up to *links*."""
+    rng = random.Random(seed)
+    graph: list[list[int]] = []
+    for i in range(pages):
+        targets = list(range(i * links + 1, min(pages, (i + 1) * links + 1)))
+        chosen = set(targets) | {i}
+        wanted = min(links, pages - 1)
+        while len(targets) < wanted:
+            j = rng.randrange(pages)
+            if j not in chosen:
+                chosen.add(j)
+                targets.append(j)
+        rng.shuffle(targets)
+        graph.append(targets)
+    return graph
+
+
+def page_path(i: int) -> str:
+    return f"/p/{i:06d}.html"
+
+
+def render_site(
+    graph: list[list[int]], hosts: list[str], ports: dict[str, int], seed: int
+) -> dict[tuple[int, bytes], bytes]:
+    """Every page's HTML, by (host index, path)."""
+    rng = random.Random(seed + 1)
+    bodies = {}
+    for i, targets in enumerate(graph):
+        own = i % len(hosts)
+        items = []
+        for j in targets:
+            host = hosts[j % len(hosts)]
+            href = (
+                page_path(j)
+                if j % len(hosts) == own
+                else f"http://{host}:{ports[host]}{page_path(j)}"
+            )
+            items.append(f'<li><a href="{href}">Page {j} about {rng.choice(WORDS)}</a></li>')
+        text = " ".join(rng.choice(WORDS) for _ in range(300))
+        html = (
+            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Page {i}</title></head>'
+            f"<body><h1>Page {i}</h1><p>{text}</p><ul>{''.join(items)}</ul></body></html>"
+        )
+        bodies[own, page_path(i).encode()] = html.encode()
+    return bodies
+
+
+class _Site(asyncio.Protocol):
+    bodies: dict[tuple[int, bytes], bytes] = {}
+    counts: Counter[int] = Counter()
+    last_modified = email.utils.formatdate(LAST_MODIFIED, usegmt=True).encode()
+
+    def __init__(self, host: int) -> None:
+        self.host = host
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\r\n\r\n" in self.buffer:
+            head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+            lines = head.split(b"\r\n")
+            path = lines[0].split(b" ", 2)[1]
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.strip().lower()] = value.strip()
+            self.transport.write(self.answer(path, headers))  # type: ignore[attr-defined]
+
+    def answer(self, path: bytes, headers: dict[bytes, bytes]) -> bytes:
+        if path == STATS_PATH:
+            body = json.dumps(self.counts).encode()
+            return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        body = self.bodies.get((self.host, path))
+        if body is None:
+            self.counts[404] += 1
+            return b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found"
+        etag = b'"%08x"' % zlib.crc32(body)
+        validators = b"ETag: %s\r\nLast-Modified: %s\r\n" % (etag, self.last_modified)
+        if self.not_modified(headers, etag):
+            self.counts[304] += 1
+            return b"HTTP/1.1 304 Not Modified\r\n%s\r\n" % validators
+        self.counts[200] += 1
+        return (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n"
+            b"%s\r\n%s" % (len(body), validators, body)
+        )
+
+    @staticmethod
+    def not_modified(headers: dict[bytes, bytes], etag: bytes) -> bool:
+        if b"if-none-match" in headers:
+            return etag in [t.strip() for t in headers[b"if-none-match"].split(b",")]
+        since = headers.get(b"if-modified-since")
+        if since is None:
+            return False
+        try:
+            parsed = email.utils.parsedate_to_datetime(since.decode())
+        except (TypeError, ValueError):
+            return False
+        return parsed.timestamp() >= LAST_MODIFIED
+
+
+def serve(pages: int, links: int, n_hosts: int, seed: int) -> None:
+    """Serve the site, one port per host; print ``{host: port}`` once listening."""
+    hosts = [f"127.0.0.{i + 2}" for i in range(n_hosts)]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        ports = {}
+        for index, host in enumerate(hosts):
+            server = await loop.create_server(
+                lambda index=index: _Site(index),  # type: ignore[misc]
+                host,
+                0,
+                backlog=1024,
+            )
+            ports[host] = server.sockets[0].getsockname()[1]
+        _Site.bodies = render_site(site_links(pages, links, seed), hosts, ports, seed)
+        print(json.dumps(ports), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def server_counts(ports: dict[str, int]) -> Counter[int]:
+    host, port = next(iter(ports.items()))
+    with urllib.request.urlopen(f"http://{host}:{port}{STATS_PATH.decode()}", timeout=10) as r:
+        return Counter({int(k): v for k, v in json.loads(r.read()).items()})
+
+
+# --- the plain Scrapy crawl (a child process) ------------------------------------------------
+
+
+def crawl_plain(seeds_file: str, concurrency: int, per_host: int) -> dict[str, Any]:
+    from scrapy import Request
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.linkextractors import LinkExtractor
+    from scrapy.spiders import CrawlSpider, Rule
+
+    seeds = Path(seeds_file).read_text().split()
+    hosts = sorted({url.split("/")[2].split(":")[0] for url in seeds})
+
+    class PlainSpider(CrawlSpider):
+        name = "plain"
+        allowed_domains = hosts
+
+        async def start(self) -> Any:
+            # Not start_urls: their requests skip the dupefilter, and each seed would be fetched
+            # again when a page links to it.
+            for url in seeds:
+                yield Request(url)
+
+        # allowed_domains (Scrapy's OffsiteMiddleware) keeps the crawl on the hosts; the
+        # extractor's own allow_domains would compare them with "host:port" and match nothing.
+        rules = (Rule(LinkExtractor(), follow=True),)
+
+    process = CrawlerProcess(
+        {
+            "CONCURRENT_REQUESTS": concurrency,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": per_host,
+            "DOWNLOAD_DELAY": 0,
+            "ROBOTSTXT_OBEY": True,
+            "LOG_LEVEL": "INFO",
+        }
+    )
+    crawler = process.create_crawler(PlainSpider)
+    process.crawl(crawler)
+    process.start()
+    stats = crawler.stats.get_stats()
+    return {
+        "pages": stats.get("downloader/response_status_count/200", 0),
+        "elapsed": stats["elapsed_time_seconds"],
+    }
+
+
+# --- the nutchy variants -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a variant's commands need: the seed file, the crawl directory, the settings both
+    crawls share, the most rounds of a first crawl, and the days generate adds to make every
+    page due again for the re-crawl."""
+
+    seeds: Path
+    crawl_dir: Path
+    settings: dict[str, str]
+    max_rounds: int
+    add_days: int = 31
+
+    def s(self) -> list[str]:
+        return [arg for name, value in self.settings.items() for arg in ("-s", f"{name}={value}")]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A way of running nutchy: the commands of a first crawl and of a re-crawl (each run in
+    turn, timed together). Variants that are not *default* run only when ``--variant`` names
+    them."""
+
+    name: str
+    first: Callable[[Context], list[list[str]]]
+    recrawl: Callable[[Context], list[list[str]]]
+    default: bool = True
+    #: Environment variables the commands need (``SCRAPY_SETTINGS_MODULE`` for ``scrapy crawl``).
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _nutchy(*args: str) -> list[str]:
+    return [sys.executable, "-m", "nutchy", *args]
+
+
+def _nutchy_crawl(*extra: str) -> Variant:
+    name = " ".join(("nutchy crawl", *extra[1::2]))
+    return Variant(
+        name,
+        lambda c: [_nutchy("crawl", str(c.seeds), "-rounds", str(c.max_rounds), *c.s(), *extra)],
+        lambda c: [
+            _nutchy(
+                "crawl", str(c.seeds), "-rounds", "1", "-adddays", str(c.add_days), *c.s(), *extra
+            )
+        ],
+        default=not extra,
+    )
+
+
+def _scrapy(*args: str) -> list[str]:
+    return [sys.executable, "-m", "scrapy", *args]
+
+
+#: The nutchy variants; each is a few lines.
+VARIANTS = [
+    _nutchy_crawl(),
+    # Rounds in one Scrapy process, in this repository's Scrapy project (the add-on on). Its
+    # re-crawl: the same batch by hand, as the spider takes no -adddays.
+    Variant(
+        "scrapy crawl nutch",
+        lambda c: [
+            _nutchy("inject", str(c.seeds), *c.s()),
+            _scrapy("crawl", "nutch", "-a", f"rounds={c.max_rounds}", *c.s()),
+        ],
+        lambda c: [
+            _nutchy("generate", "-adddays", str(c.add_days), "-batchId", "recrawl", *c.s()),
+            _scrapy("crawl", "nutch", "-a", "batch=recrawl", *c.s()),
+            _nutchy("updatedb", "recrawl", *c.s()),
+        ],
+        env={"SCRAPY_SETTINGS_MODULE": "settings"},
+    ),
+    # Scrapy's default CONCURRENT_ITEMS, which the nutch spider no longer uses (e11d199).
+    _nutchy_crawl("-s", "CONCURRENT_ITEMS=100"),
+]
+
+
+def table_counts(crawl_dir: str) -> dict[str, int]:
+    """Rows of the table in *crawl_dir*, by status name (in a child, to read the table with the
+    nutchy of this checkout)."""
+    from nutchy.config import load_settings
+    from nutchy.core.status import CrawlStatus
+    from nutchy.store import open_table
+
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(crawl_dir)}, project=False)
+    with open_table(settings) as table:
+        return dict(Counter(CrawlStatus(p.status).name for p in table.scan(["status"])))
+
+
+# --- running and measuring a command -----------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found.extend(int(c) for c in f.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError):
+        return 0
+
+
+@dataclass
+class Run:
+    """One command: its wall time, peak RSS (MB) of its process tree, and its stderr lines,
+    each with the time (s since the start) it arrived."""
+
+    seconds: float
+    rss_mb: float
+    stdout: str
+    lines: list[tuple[float, str]] = field(default_factory=list)
+
+
+def run_command(
+    command: list[str], cwd: Path, log: Path, extra_env: dict[str, str] | None = None
+) -> Run:
+    """Run *command*, sampling the RSS of its process tree every 0.1 s."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    env.update(extra_env or {})
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    lines: list[tuple[float, str]] = []
+    out: list[str] = []
+    peak = 0
+
+    def read_err() -> None:
+        assert process.stderr is not None
+        with log.open("a") as f:
+            f.write(f"$ {' '.join(command)}\n")
+            for line in process.stderr:
+                lines.append((time.monotonic() - started, line.rstrip("\n")))
+                f.write(line)
+
+    def read_out() -> None:
+        assert process.stdout is not None
+        out.append(process.stdout.read())
+
+    readers = [threading.Thread(target=read_err), threading.Thread(target=read_out)]
+    for reader in readers:
+        reader.start()
+    while process.poll() is None:
+        tree, total = [process.pid], 0
+        while tree:
+            pid = tree.pop()
+            total += _rss(pid)
+            tree.extend(_children(pid))
+        peak = max(peak, total)
+        time.sleep(0.1)
+    seconds = time.monotonic() - started
+    for reader in readers:
+        reader.join()
+    if process.returncode != 0:
+        tail = "\n".join(line for _, line in lines[-20:])
+        raise RuntimeError(f"{command} exited with {process.returncode}:\n{tail}")
+    return Run(seconds, peak / 2**20, "".join(out), lines)
+
+
+def run_commands(
+    commands: list[list[str]], cwd: Path, log: Path, extra_env: dict[str, str] | None = None
+) -> Run:
+    total = Run(0.0, 0.0, "")
+    for command in commands:
+        run = run_command(command, cwd, log, extra_env)
+        total.lines += [(total.seconds + t, line) for t, line in run.lines]
+        total.seconds += run.seconds
+        total.rss_mb = max(total.rss_mb, run.rss_mb)
+        total.stdout += run.stdout
+    return total
+
+
+_ROUND = re.compile(r"[Rr]ound (\d+)(?: of \d+)?: batch (\S+), (\d+) URLs")
+_PARSED = re.compile(r"round (\d+): \d+ pages parsed")
+_CLOSED = re.compile(r"Spider closed \(")
+_UPDATED = re.compile(r"Updated batch \S+ in ([\d.]+) s")
+
+
+def phases(lines: list[tuple[float, str]]) -> dict[str, float]:
+    """Seconds in start + inject (Python, imports, the seeds), generate, fetch (the child, from
+    its start to its spider's closing line, less the time its updatedb pipeline logs) and parse +
+    updatedb (from there to the round's last line), summed over rounds, read from the times the
+    ``nutchy crawl`` log lines arrived."""
+    spent: Counter[str] = Counter()
+    last = 0.0
+    for t, line in lines:
+        if "nutchy crawl: inject: " in line:
+            spent["start + inject"] += t - last
+            last = t
+        elif _ROUND.search(line):
+            spent["generate"] += t - last
+            last = t
+        elif _CLOSED.search(line):
+            spent["fetch"] += t - last
+            last = t
+        elif _PARSED.search(line):
+            spent["parse + updatedb"] += t - last
+            last = t
+        elif "stopped, " in line:
+            spent["generate"] += t - last  # the last generate, which selected nothing
+            last = t
+        updated = _UPDATED.search(line)
+        if updated:  # the updatedb pipeline, inside the fetch child
+            spent["fetch"] -= float(updated.group(1))
+            spent["updatedb in the fetch"] += float(updated.group(1))
+    spent["other"] = (lines[-1][0] if lines else 0.0) - sum(spent.values())
+    return dict(spent)
+
+
+# --- the profiled crawl (a child process) ------------------------------------------------------
+
+
+def profile_crawl(
+    seeds: str, crawl_dir: str, settings_json: str, max_rounds: int, out: str
+) -> dict[str, Any]:
+    """``nutchy crawl`` in this process under cProfile, each fetch child under cProfile too: the
+    first crawl, then the re-crawl (one round, ``-adddays 31``). Returns the profiles written."""
+    from nutchy.config import load_settings
+    from nutchy.jobs.crawl import crawl
+
+    overrides = {**json.loads(settings_json), "NUTCH_CRAWL_DIR": crawl_dir}
+    settings = load_settings(overrides, project=False)
+    profiles: dict[str, list[str]] = {}
+    for name, rounds, add_days in (("first", max_rounds, 0), ("recrawl", 1, 31)):
+        fetches: list[str] = []
+
+        def fetch(
+            batch_id: str, fetch_overrides: Any, fetches: list[str] = fetches, name: str = name
+        ) -> int:
+            path = f"{out}/{name}-fetch-{len(fetches) + 1}.prof"
+            fetches.append(path)
+            command = [sys.executable, "-m", "cProfile", "-o", path, "-m", "nutchy._fetchrun"]
+            return subprocess.run(
+                [*command, batch_id, json.dumps(dict(fetch_overrides))], check=False
+            ).returncode
+
+        profiler = cProfile.Profile()
+        started = time.monotonic()
+        profiler.enable()
+        report = crawl(
+            settings,
+            [Path(seeds)],
+            rounds=rounds,
+            top_n=None,
+            overrides=overrides,
+            add_days=add_days,
+            fetch=fetch,
+            log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
+        )
+        profiler.disable()
+        print(
+            f"{name}: {len(report.batches)} rounds in {time.monotonic() - started:.1f} s",
+            file=sys.stderr,
+        )
+        profiler.dump_stats(f"{out}/{name}-parent.prof")
+        profiles[f"{name} crawl, parent (inject, generate, parse, updatedb)"] = [
+            f"{out}/{name}-parent.prof"
+        ]
+        profiles[f"{name} crawl, fetch children"] = fetches
+    return profiles
+
+
+def top_costs(paths: list[str], limit: int) -> str:
+    """The functions with the most own time in the profiles *paths*, and the cumulative time of
+    nutchy's entry points."""
+    stats = pstats.Stats(paths[0], stream=io.StringIO())
+    for path in paths[1:]:
+        stats.add(path)
+    text = io.StringIO()
+    stats.stream = text  # type: ignore[attr-defined]
+    stats.sort_stats("tottime").print_stats(limit)
+    stats.sort_stats("cumulative").print_stats(
+        r"nutchy/(jobs|core|scheduler|middlewares|pipelines|store)|scrapy/core/scraper", limit
+    )
+    return text.getvalue()
+
+
+# --- the parent --------------------------------------------------------------------------------
+
+
+def child(name: str, *args: Any) -> list[str]:
+    return [sys.executable, str(HERE), "--child", name, *map(str, args)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, default=5000, help="pages of the site")
+    parser.add_argument("--links", type=int, default=40, help="links per page")
+    parser.add_argument("--hosts", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the site's link graph")
+    parser.add_argument("--rounds", type=int, default=3, help="repetitions (the median is shown)")
+    parser.add_argument("--max-rounds", type=int, default=50, help="nutchy crawl -rounds")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--per-host", type=int, default=8)
+    parser.add_argument("--data", type=Path, default=DATA, help="working directory")
+    parser.add_argument("--profile", type=Path, help="also run a profiled crawl, into this dir")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        choices=[v.name for v in VARIANTS],
+        help="a nutchy variant to run (may be repeated; default: "
+        + ", ".join(v.name for v in VARIANTS if v.default)
+        + ")",
+    )
+    parser.add_argument("--quick", action="store_true", help="60 pages x 10 links, 1 round")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        name, *rest = args.child
+        typed = [int(a) if a.isdigit() else a for a in rest]
+        if name == "serve":
+            serve(*typed)
+            return 0
+        work = {"plain": crawl_plain, "profile": profile_crawl, "count": table_counts}[name]
+        print(json.dumps(work(*typed)))
+        return 0
+    if args.quick:
+        args.pages, args.links, args.rounds = 60, 10, 1
+
+    hosts = [f"127.0.0.{i + 2}" for i in range(args.hosts)]
+    args.data.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen(
+        child("serve", args.pages, args.links, args.hosts, args.seed),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    work = args.data / f"run-{os.getpid()}"
+    work.mkdir()
+    log = args.data / f"crawl-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    try:
+        assert server.stdout is not None
+        ports = json.loads(server.stdout.readline())
+        seeds = work / "seeds.txt"
+        seeds.write_text(
+            "".join(f"http://{h}:{ports[h]}{page_path(i)}\n" for i, h in enumerate(hosts))
+        )
+        settings = {
+            "NUTCH_FETCHER_SERVER_DELAY": "0",
+            "NUTCH_FETCHER_THREADS_PER_QUEUE": str(args.per_host),
+            "CONCURRENT_REQUESTS": str(args.concurrency),
+            "LOG_LEVEL": "INFO",
+        }
+        print(f"# {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs")
+        print(
+            f"# {args.pages} pages x {args.links} links on {args.hosts} hosts (seed {args.seed}),"
+            f" CONCURRENT_REQUESTS={args.concurrency}, {args.per_host} per host, delay 0,"
+            f" {args.rounds} rounds; log: {log}",
+            flush=True,
+        )
+        results: dict[str, list[dict[str, float]]] = {"plain": []}
+        variants = [v for v in VARIANTS if (v.name in args.variant if args.variant else v.default)]
+        for variant in variants:
+            results[variant.name] = []
+        for round_ in range(args.rounds):
+            before = server_counts(ports)
+            plain = run_command(child("plain", seeds, args.concurrency, args.per_host), work, log)
+            got = json.loads(plain.stdout.strip().splitlines()[-1])
+            served = server_counts(ports) - before
+            assert got["pages"] == served[200] == args.pages, (got, served)
+            results["plain"].append(
+                {"seconds": plain.seconds, "pages": got["pages"], "rss": plain.rss_mb}
+            )
+            print(
+                f"round {round_ + 1}: plain {got['pages']} pages in {plain.seconds:.1f} s"
+                f" ({got['pages'] / plain.seconds:.0f}/s; Scrapy's elapsed {got['elapsed']:.1f} s),"
+                f" peak RSS {plain.rss_mb:.0f} MB",
+                flush=True,
+            )
+            for number, variant in enumerate(variants):
+                crawl_dir = work / f"crawl-{round_}-{number}"
+                context = Context(
+                    seeds,
+                    crawl_dir,
+                    {**settings, "NUTCH_CRAWL_DIR": str(crawl_dir)},
+                    args.max_rounds,
+                )
+                before = server_counts(ports)
+                first = run_commands(variant.first(context), work, log, variant.env)
+                served = server_counts(ports) - before
+                counted = run_command(child("count", crawl_dir), work, log)
+                statuses = Counter(json.loads(counted.stdout.strip().splitlines()[-1]))
+                assert served[200] == statuses["FETCHED"] == args.pages, (served, statuses)
+                crawl_rounds = sum(1 for _, line in first.lines if _ROUND.search(line))
+                before = server_counts(ports)
+                again = run_commands(variant.recrawl(context), work, log, variant.env)
+                served_again = server_counts(ports) - before
+                assert served_again[304] == args.pages and not served_again[200], served_again
+                results[variant.name].append(
+                    {
+                        "seconds": first.seconds,
+                        "pages": served[200],
+                        "rss": first.rss_mb,
+                        "rounds": crawl_rounds,
+                        "recrawl": again.seconds,
+                        "recrawl_rss": again.rss_mb,
+                        **{f"first {k}": v for k, v in phases(first.lines).items()},
+                        **{f"recrawl {k}": v for k, v in phases(again.lines).items()},
+                    }
+                )
+                print(
+                    f"round {round_ + 1}: {variant.name}: {served[200]} pages in {crawl_rounds}"
+                    f" rounds, {first.seconds:.1f} s ({served[200] / first.seconds:.0f}/s,"
+                    f" {served[200] / first.seconds / (got['pages'] / plain.seconds):.2f}x plain),"
+                    f" peak RSS {first.rss_mb:.0f} MB; re-crawl {again.seconds:.1f} s"
+                    f" ({first.seconds / again.seconds:.1f}x cheaper), peak RSS"
+                    f" {again.rss_mb:.0f} MB",
+                    flush=True,
+                )
+                if variant.name.startswith("nutchy crawl"):  # phases from its log lines
+                    print(
+                        "    first crawl: "
+                        + ", ".join(
+                            f"{k.removeprefix('first ')} {v:.1f} s"
+                            for k, v in results[variant.name][-1].items()
+                            if k.startswith("first ")
+                        )
+                        + "; re-crawl: "
+                        + ", ".join(
+                            f"{k.removeprefix('recrawl ')} {v:.1f} s"
+                            for k, v in results[variant.name][-1].items()
+                            if k.startswith("recrawl ")
+                        ),
+                        flush=True,
+                    )
+                shutil.rmtree(crawl_dir)
+        if args.rounds:
+            print()
+            print(table(results, args))
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            crawl_dir = work / "profiled"
+            run = run_command(
+                child(
+                    "profile", seeds, crawl_dir, json.dumps(settings), args.max_rounds, args.profile
+                ),
+                work,
+                log,
+            )
+            profiled = json.loads(run.stdout.strip().splitlines()[-1])
+            print(f"\n# profiled crawl and re-crawl in {run.seconds:.1f} s")
+            for title, paths in profiled.items():
+                print(f"## {title}")
+                print(top_costs(paths, 20))
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) -> str:
+    """The Markdown table: medians over the rounds, ratios with each round's value."""
+    variants = [name for name in results if name != "plain"]
+    plain_rate = [r["pages"] / r["seconds"] for r in results["plain"]]
+
+    def med(name: str, key: str, digits: int) -> str:
+        return f"{statistics.median(r[key] for r in results[name]):.{digits}f}"
+
+    def per_round(values: list[float], digits: int) -> str:
+        each = " / ".join(f"{x:.{digits}f}" for x in values)
+        return f"**{statistics.median(values):.{digits}f}x** ({each})"
+
+    rows = [
+        f"| measure ({args.pages:,} pages x {args.links} links, {args.hosts} hosts;"
+        f" median of {args.rounds}) | plain Scrapy CrawlSpider |"
+        + "".join(f" {name} |" for name in variants),
+        "|---|---:|" + "---:|" * len(variants),
+    ]
+
+    def row(label: str, plain_value: str, values: list[str]) -> None:
+        rows.append(f"| {label} | {plain_value} |" + "".join(f" {v} |" for v in values))
+
+    row("first crawl, s", med("plain", "seconds", 1), [med(n, "seconds", 1) for n in variants])
+    row("rounds", "", [med(n, "rounds", 0) for n in variants])
+    rates = {n: [r["pages"] / r["seconds"] for r in results[n]] for n in variants}
+    row(
+        "pages/s",
+        f"{statistics.median(plain_rate):.0f}",
+        [f"{statistics.median(rates[n]):.0f}" for n in variants],
+    )
+    row(
+        "pages/s, ratio to plain (per round)",
+        "1.00x",
+        [
+            per_round([x / p for x, p in zip(rates[n], plain_rate, strict=True)], 2)
+            for n in variants
+        ],
+    )
+    row(
+        "peak RSS of the process tree, MB",
+        med("plain", "rss", 0),
+        [med(n, "rss", 0) for n in variants],
+    )
+    row("re-crawl (all 304), s", "", [med(n, "recrawl", 1) for n in variants])
+    row(
+        "first crawl / re-crawl (per round)",
+        "",
+        [per_round([r["seconds"] / r["recrawl"] for r in results[n]], 1) for n in variants],
+    )
+    row("re-crawl peak RSS, MB", "", [med(n, "recrawl_rss", 0) for n in variants])
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
