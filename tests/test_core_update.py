@@ -7,7 +7,7 @@ import pytest
 from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule
 from nutchy.core.scoring import cash_bytes
 from nutchy.core.status import CrawlStatus
-from nutchy.core.update import Inlink, UpdateConfig, in_batch, update_row
+from nutchy.core.update import Inlink, UpdateConfig, in_batch, share_cash, update_row
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 
@@ -182,3 +182,23 @@ def test_in_batch_and_config_validation() -> None:
         UpdateConfig(retry_max=-1)
     with pytest.raises(ValueError, match="max_inlinks"):
         UpdateConfig(max_inlinks=-1)
+
+
+def test_an_unmodified_page_sends_score_but_no_inlink_its_targets_hold_already() -> None:
+    source = WebPage(
+        reverse_url("http://s.com/"),
+        status=CrawlStatus.NOTMODIFIED,
+        outlinks={"http://a.com/": "A"},
+        metadata={"_csh_": cash_bytes(0.5)},
+    )
+    ((_, inlink),), given = share_cash(source, UpdateConfig())
+    assert (inlink.stored, inlink.score, given) == (True, 0.5, 0.5)
+    target = WebPage(KEY, status=CrawlStatus.FETCHED, score=1.0, inlinks={"http://s.com/": "A"})
+    existing = change(target, [inlink], batch_id=None)
+    assert existing.fields["score"] == 1.5
+    assert "inlinks" not in existing.entries  # il:http://s.com/ is there since its last parse
+    new = change(None, [inlink], batch_id=None)
+    assert new.entries["inlinks"] == {"http://s.com/": "A"}  # a new row gets it all the same
+    fetched_source = WebPage(source.key, status=CrawlStatus.FETCHED, outlinks=source.outlinks)
+    ((_, fresh),), _ = share_cash(fetched_source, UpdateConfig())
+    assert change(target, [fresh], batch_id=None).entries["inlinks"] == {"http://s.com/": "A"}

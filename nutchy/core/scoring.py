@@ -21,6 +21,7 @@ host and to D and E elsewhere.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -57,6 +58,7 @@ class Shares(NamedTuple):
     cash: float
 
 
+@functools.lru_cache(maxsize=65536)  # a target is shared by many pages of a batch
 def _host(url: str) -> str | None:
     try:
         return host_of(url).lower()

@@ -33,7 +33,15 @@ from nutchy.core.scoring import OPICScoring, cash_bytes, read_cash
 from nutchy.core.status import CrawlStatus, Mark, Metadata
 from nutchy.core.webpage import WebPage
 
-__all__ = ["Inlink", "UpdateConfig", "given_cash", "in_batch", "outlink_inlinks", "update_row"]
+__all__ = [
+    "Inlink",
+    "UpdateConfig",
+    "given_cash",
+    "in_batch",
+    "outlink_inlinks",
+    "share_cash",
+    "update_row",
+]
 
 #: The fields :func:`update_row` reads from a page of the batch.
 BATCH_FIELDS = (
@@ -52,6 +60,9 @@ BATCH_FIELDS = (
     "markers",
     "score",
 )
+#: The fields :func:`update_row` reads from a page of the batch when it is told what the page gave
+#: its outlinks (``given``): everything but the outlinks.
+BATCH_UPDATE_FIELDS = tuple(f for f in BATCH_FIELDS if f != "outlinks")
 #: The fields :func:`update_row` reads from a row that is only the target of inlinks.
 TARGET_FIELDS = ("score", "metadata", "markers")
 
@@ -62,12 +73,15 @@ _RESCHEDULED = frozenset(
 
 class Inlink(NamedTuple):
     """An inlink on its way to its target: the *source* URL, its *anchor*, the OPIC *score* it
-    carries and the source's *distance* from the seeds (``None`` when unknown)."""
+    carries and the source's *distance* from the seeds (``None`` when unknown). *stored* says
+    that an existing target holds it already: its source was not modified since the updatedb
+    that wrote it (see :func:`share_cash`)."""
 
     source: str
     anchor: str
     score: float
     distance: int | None
+    stored: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,36 +126,54 @@ def _distance(page: WebPage) -> int | None:
         return None
 
 
-def outlink_inlinks(page: WebPage, config: UpdateConfig) -> list[tuple[str, Inlink]]:
-    """The inlinks a page of the batch gives its outlink targets, as (target URL, inlink).
+def share_cash(page: WebPage, config: UpdateConfig) -> tuple[list[tuple[str, Inlink]], float]:
+    """What a page of the batch gives its outlink targets: the inlinks, as (target URL, inlink),
+    and the cash they carry in all (what the page gives away).
 
-    Each carries the page's cash shared out by OPIC, the anchor, and the page's distance.
+    Each inlink carries the page's cash shared out by OPIC, the anchor, and the page's distance.
+    The inlinks of a page that was NOTMODIFIED are *stored*: its outlinks are those of its last
+    parse, and the updatedb after that parse wrote them into their targets (inlinks are never
+    removed), so only their score needs writing.
+
+    >>> page = WebPage("a:http/", outlinks={"http://a/x": "X", "http://b/": ""},
+    ...     metadata={"_csh_": cash_bytes(1)}, markers={"dist": "2"})
+    >>> inlinks, given = share_cash(page, UpdateConfig())
+    >>> inlinks[0], given
+    (('http://a/x', Inlink(source='http://a/', anchor='X', score=0.5, distance=2, stored=False)), 1.0)
+    """
+    cash = read_cash(page.metadata)
+    if not page.outlinks:
+        return [], 0.0
+    targets = list(page.outlinks)
+    source = page.url
+    shares = config.scoring.distribute_score_to_outlinks(source, cash, targets)
+    distance = _distance(page)
+    anchors = page.outlinks
+    scores = shares.scores
+    stored = page.status == CrawlStatus.NOTMODIFIED
+    inlinks = [(t, Inlink(source, anchors[t], scores[t], distance, stored)) for t in targets]
+    return inlinks, cash - shares.cash
+
+
+def outlink_inlinks(page: WebPage, config: UpdateConfig) -> list[tuple[str, Inlink]]:
+    """The inlinks a page of the batch gives its outlink targets (see :func:`share_cash`).
 
     >>> page = WebPage("a:http/", outlinks={"http://a/x": "X", "http://b/": ""},
     ...     metadata={"_csh_": b"?\\x80\\x00\\x00"}, markers={"dist": "2"})
     >>> outlink_inlinks(page, UpdateConfig())
-    [('http://a/x', Inlink(source='http://a/', anchor='X', score=0.5, distance=2)), ('http://b/', Inlink(source='http://a/', anchor='', score=0.5, distance=2))]
+    [('http://a/x', Inlink(source='http://a/', anchor='X', score=0.5, distance=2, stored=False)), ('http://b/', Inlink(source='http://a/', anchor='', score=0.5, distance=2, stored=False))]
     """
-    targets = list(page.outlinks)
-    shares = config.scoring.distribute_score_to_outlinks(
-        page.url, read_cash(page.metadata), targets
-    )
-    distance = _distance(page)
-    return [(t, Inlink(page.url, page.outlinks[t], shares.scores[t], distance)) for t in targets]
+    return share_cash(page, config)[0]
 
 
 def given_cash(page: WebPage, config: UpdateConfig) -> float:
-    """The cash a page of the batch gives its outlinks (what :func:`outlink_inlinks` shares out).
+    """The cash a page of the batch gives its outlinks (see :func:`share_cash`).
 
     >>> page = WebPage("a:http/", outlinks={"http://b/": ""}, metadata={"_csh_": cash_bytes(1)})
     >>> given_cash(page, UpdateConfig()), given_cash(WebPage("a:http/"), UpdateConfig())
     (1.0, 0.0)
     """
-    cash = read_cash(page.metadata)
-    if not page.outlinks:
-        return 0.0
-    kept = config.scoring.distribute_score_to_outlinks(page.url, cash, list(page.outlinks)).cash
-    return cash - kept
+    return share_cash(page, config)[1]
 
 
 def _modified_state(page: WebPage) -> ChangeState:
@@ -233,8 +265,9 @@ def update_row(
     may belong to another crawl working on the same table. A new URL becomes an UNFETCHED row
     due at *now*, unless additions are not allowed (then the result is ``None``).
 
-    Inlinks are written entry by entry (the *max_inlinks* best of *inlinks*), never by
-    replacing the family, so inlinks of earlier rounds and of other writers stay.
+    Inlinks are written entry by entry (the *max_inlinks* best of *inlinks*, less those an
+    existing row holds already), never by replacing the family, so inlinks of earlier rounds and
+    of other writers stay.
 
     *given* is the cash a page of the batch gave its outlinks when its inlinks were computed
     from an earlier read of it (see :func:`given_cash`): the page keeps what it holds now minus
@@ -279,7 +312,11 @@ def update_row(
                 markers[Mark.PARSE] = None
     kept = sorted(inlinks, key=lambda i: -i.score)[: config.max_inlinks]
     if kept:
-        entries["inlinks"] = {i.source: i.anchor for i in kept}
+        written: dict[str, object] = {
+            i.source: i.anchor for i in kept if not i.stored or page is None
+        }
+        if written:
+            entries["inlinks"] = written
     distances = [i.distance for i in kept if i.distance is not None]
     if distances:
         new_distance = min(distances) + 1

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from nutchy.core.status import Mark
 from nutchy.core.update import (
     BATCH_FIELDS,
+    BATCH_UPDATE_FIELDS,
     TARGET_FIELDS,
     Inlink,
     UpdateConfig,
-    given_cash,
     in_batch,
-    outlink_inlinks,
+    share_cash,
     update_row,
 )
 from nutchy.core.urls import InvalidURL, reverse_url
@@ -103,17 +103,24 @@ def updatedb(
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
     given: dict[str, float] = {}
     contributions: dict[str, list[Inlink]] = {}
+    keys: dict[str, str | None] = {}  # target URL -> row key (a target has many sources)
     for page in table.scan(BATCH_FIELDS, marker=marker, skip_errors=True):
         if not in_batch(page, batch_id):
             continue
-        given[page.key] = given_cash(page, config)
-        for target, inlink in outlink_inlinks(page, config):
-            try:
-                key = reverse_url(target)
-            except InvalidURL:
+        inlinks, given[page.key] = share_cash(page, config)
+        for target, inlink in inlinks:
+            if target in keys:
+                key = keys[target]
+            else:
+                try:
+                    key = keys[target] = reverse_url(target)
+                except InvalidURL:
+                    key = keys[target] = None
+            if key is None:
                 counts.invalid_targets += 1
                 continue
             contributions.setdefault(key, []).append(inlink)
+    del keys
     targets = sorted(k for k in contributions if k not in given)
 
     # What happened to each row, from the last call of its change (modify may call it twice).
@@ -136,7 +143,7 @@ def updatedb(
         return update
 
     table.modify(targets, TARGET_FIELDS, change_target)
-    table.modify(list(given), BATCH_FIELDS, change_batch_page)
+    table.modify(list(given), BATCH_UPDATE_FIELDS, change_batch_page)
     for kind, again in outcome.values():
         if kind == "existing":
             counts.existing_targets += 1
