@@ -107,9 +107,9 @@ def page_path(i: int) -> str:
 
 
 def render_site(
-    graph: list[list[int]], hosts: list[str], ports: dict[str, int], seed: int
+    graph: list[list[int]], hosts: list[str], ports: dict[str, int], seed: int, words: int = 300
 ) -> dict[tuple[int, bytes], bytes]:
-    """Every page's HTML, by (host index, path)."""
+    """Every page's HTML, by (host index, path), with *words* words of text in paragraphs."""
     rng = random.Random(seed + 1)
     bodies = {}
     for i, targets in enumerate(graph):
@@ -123,7 +123,10 @@ def render_site(
                 else f"http://{host}:{ports[host]}{page_path(j)}"
             )
             items.append(f'<li><a href="{href}">Page {j} about {rng.choice(WORDS)}</a></li>')
-        text = " ".join(rng.choice(WORDS) for _ in range(300))
+        text = "</p><p>".join(
+            " ".join(rng.choice(WORDS) for _ in range(min(100, words - start)))
+            for start in range(0, words, 100)
+        )
         html = (
             f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Page {i}</title></head>'
             f"<body><h1>Page {i}</h1><p>{text}</p><ul>{''.join(items)}</ul></body></html>"
@@ -189,7 +192,7 @@ class _Site(asyncio.Protocol):
         return parsed.timestamp() >= LAST_MODIFIED
 
 
-def serve(pages: int, links: int, n_hosts: int, seed: int) -> None:
+def serve(pages: int, links: int, n_hosts: int, seed: int, words: int) -> None:
     """Serve the site, one port per host; print ``{host: port}`` once listening."""
     hosts = [f"127.0.0.{i + 2}" for i in range(n_hosts)]
 
@@ -204,7 +207,7 @@ def serve(pages: int, links: int, n_hosts: int, seed: int) -> None:
                 backlog=1024,
             )
             ports[host] = server.sockets[0].getsockname()[1]
-        _Site.bodies = render_site(site_links(pages, links, seed), hosts, ports, seed)
+        _Site.bodies = render_site(site_links(pages, links, seed), hosts, ports, seed, words)
         print(json.dumps(ports), flush=True)
         await asyncio.Event().wait()
 
@@ -320,8 +323,8 @@ def _scrapy(*args: str) -> list[str]:
 #: The nutchy variants; each is a few lines.
 VARIANTS = [
     _nutchy_crawl(),
-    # Rounds in one Scrapy process, in this repository's Scrapy project (the add-on on). Its
-    # re-crawl: the same batch by hand, as the spider takes no -adddays.
+    # Rounds in one Scrapy process, in this repository's Scrapy project (the add-on on); the
+    # re-crawl is one round of it, with -a adddays.
     Variant(
         "scrapy crawl nutch",
         lambda c: [
@@ -329,9 +332,7 @@ VARIANTS = [
             _scrapy("crawl", "nutch", "-a", f"rounds={c.max_rounds}", *c.s()),
         ],
         lambda c: [
-            _nutchy("generate", "-adddays", str(c.add_days), "-batchId", "recrawl", *c.s()),
-            _scrapy("crawl", "nutch", "-a", "batch=recrawl", *c.s()),
-            _nutchy("updatedb", "recrawl", *c.s()),
+            _scrapy("crawl", "nutch", "-a", "rounds=1", "-a", f"adddays={c.add_days}", *c.s()),
         ],
         env={"SCRAPY_SETTINGS_MODULE": "settings"},
     ),
@@ -562,6 +563,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=5000, help="pages of the site")
     parser.add_argument("--links", type=int, default=40, help="links per page")
     parser.add_argument("--hosts", type=int, default=5)
+    parser.add_argument(
+        "--words", type=int, default=300, help="words of text a page (300: about 5 KB a page)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the site's link graph")
     parser.add_argument("--rounds", type=int, default=3, help="repetitions (the median is shown)")
     parser.add_argument("--max-rounds", type=int, default=50, help="nutchy crawl -rounds")
@@ -595,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     hosts = [f"127.0.0.{i + 2}" for i in range(args.hosts)]
     args.data.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(
-        child("serve", args.pages, args.links, args.hosts, args.seed),
+        child("serve", args.pages, args.links, args.hosts, args.seed, args.words),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -617,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"# {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs")
         print(
-            f"# {args.pages} pages x {args.links} links on {args.hosts} hosts (seed {args.seed}),"
+            f"# {args.pages} pages x {args.links} links and {args.words} words on {args.hosts}"
+            f" hosts (seed {args.seed}),"
             f" CONCURRENT_REQUESTS={args.concurrency}, {args.per_host} per host, delay 0,"
             f" {args.rounds} rounds; log: {log}",
             flush=True,
@@ -736,7 +741,8 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         return f"**{statistics.median(values):.{digits}f}x** ({each})"
 
     rows = [
-        f"| measure ({args.pages:,} pages x {args.links} links, {args.hosts} hosts;"
+        f"| measure ({args.pages:,} pages x {args.links} links, {args.words} words,"
+        f" {args.hosts} hosts;"
         f" median of {args.rounds}) | plain Scrapy CrawlSpider |"
         + "".join(f" {name} |" for name in variants),
         "|---|---:|" + "---:|" * len(variants),

@@ -166,7 +166,7 @@ class FetchJob:
     *time_limit* minutes (``None``: ``NUTCH_FETCHER_TIMELIMIT_MINS`` decides).
 
     Without a batch (*batch_id* ``None``) the crawl generates its own: up to *rounds* rounds of
-    generate (*top_n* URLs at most), fetch, parse and updatedb.
+    generate (*top_n* URLs at most, due *add_days* days from now), fetch, parse and updatedb.
     """
 
     batch_id: str | None
@@ -176,6 +176,7 @@ class FetchJob:
     time_limit: float | None = None
     rounds: int = 1
     top_n: int | None = None
+    add_days: int = 0
 
     #: Whether the batch was given (``-a batch``); ``False``: the crawl generates its batches.
     fixed: bool = True
@@ -195,13 +196,14 @@ class FetchJob:
         timelimit: str | None = None,
         rounds: str | None = None,
         top_n: str | None = None,
+        add_days: str | None = None,
     ) -> FetchJob:
         """Parse the spider arguments ``-a batch=ID -a resume=true -a partition=k/K
-        -a timelimit=MIN`` or ``-a rounds=N -a topN=M``; :exc:`~nutchy.exceptions.ConfigError`
-        explains a bad one.
+        -a timelimit=MIN`` or ``-a rounds=N -a topN=M -a adddays=D``;
+        :exc:`~nutchy.exceptions.ConfigError` explains a bad one.
 
         >>> FetchJob.from_args("b1", resume="true", partition="1/4", timelimit="0.5")
-        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5, rounds=1, top_n=None, fixed=True)
+        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5, rounds=1, top_n=None, add_days=0, fixed=True)
         >>> FetchJob.from_args(None, rounds="3", top_n="1000").generates
         True
         """
@@ -223,13 +225,14 @@ class FetchJob:
                 limit = float(timelimit)
             except ValueError:
                 raise ConfigError(f"timelimit must be minutes, got {timelimit!r}") from None
-        if batch and (rounds is not None or top_n is not None):
+        if batch and (rounds is not None or top_n is not None or add_days is not None):
             raise ConfigError(
-                "-a rounds and -a topN generate batches: leave out -a batch, or fetch the batch"
-                " alone"
+                "-a rounds, -a topN and -a adddays generate batches: leave out -a batch, or fetch"
+                " the batch alone"
             )
         number = _int_arg("rounds", rounds, 1) if rounds is not None else 1
         top = _int_arg("topN", top_n, 1) if top_n is not None else None
+        days = _int_arg("adddays", add_days, 0) if add_days is not None else 0
         return cls(
             batch or None,
             part,
@@ -238,6 +241,7 @@ class FetchJob:
             limit,
             rounds=number,
             top_n=top,
+            add_days=days,
             fixed=bool(batch),
         )
 

@@ -1093,7 +1093,12 @@ class NutchScheduler:
         now = _now_ms()
         batch_id = new_batch_id(now, secrets.randbelow(2**31))
         result = await run_in_thread(
-            generate, self._table, self._generate_options, now=now, batch_id=batch_id
+            generate,
+            self._table,
+            self._generate_options,
+            now=now,
+            batch_id=batch_id,
+            add_days=job.add_days,
         )
         if result.selected == 0:
             logger.info("Generate selected no URL: nothing left to fetch")

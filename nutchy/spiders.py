@@ -5,8 +5,9 @@ from the web table and :class:`~nutchy.middlewares.NutchFetchMiddleware` records
 The spider's arguments say what to fetch:
 
 - no ``-a batch``: generate a batch of the URLs due, fetch, parse and update it, for
-  ``-a rounds=N`` rounds (1 by default) of at most ``-a topN=M`` URLs each, stopping early when
-  generate selects nothing or a ``STOP`` file appears in ``NUTCH_CRAWL_DIR``;
+  ``-a rounds=N`` rounds (1 by default) of at most ``-a topN=M`` URLs each (due ``-a adddays=D``
+  days from now), stopping early when generate selects nothing or a ``STOP`` file appears in
+  ``NUTCH_CRAWL_DIR``;
 - ``-a batch=ID``: the rows generated into batch *ID* (``-a batch=-all``: every generated row);
 - ``-a resume=true``: skip the rows of the batch that already have a fetch mark
   (``fetcher.job.resume``);
@@ -54,6 +55,7 @@ class NutchSpider(Spider):
         timelimit: str | None = None,
         rounds: str | None = None,
         topN: str | None = None,
+        adddays: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -65,6 +67,7 @@ class NutchSpider(Spider):
             timelimit=timelimit,
             rounds=rounds,
             top_n=topN,
+            add_days=adddays,
         )
         self._parse_enabled: bool | None = None
 

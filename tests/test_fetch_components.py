@@ -74,6 +74,8 @@ def test_the_spider_handles_one_item_at_a_time_unless_the_project_says_otherwise
         ({"batch": "b", "rounds": "2"}, "leave out -a batch"),
         ({"rounds": "0"}, "rounds must be >= 1"),
         ({"top_n": "ten"}, "topN must be a whole number"),
+        ({"add_days": "-1"}, "adddays must be >= 0"),
+        ({"batch": "b", "add_days": "3"}, "leave out -a batch"),
         ({"batch": "b", "partition": "2/2"}, "0 <= k < K"),
         ({"batch": "b", "partition": "x"}, "partition must be k/K"),
         ({"batch": "b", "resume": "maybe"}, "resume must be true or false"),

@@ -178,3 +178,19 @@ def test_a_bad_updatedb_setting_stops_the_crawl_before_any_fetch(store, tmp_path
     result = project.crawl(None, rounds="2")
     assert "NUTCH_DB_FETCH_SCHEDULE_CLASS must be one of" in result.log
     assert site.hits == []
+
+
+def test_adddays_makes_fetched_pages_due_again(store, tmp_path, site):
+    root = base(site)
+    seed(store, f"{root}/")
+    project = FetchProject(tmp_path, store, NUTCH_FETCHER_UPDATEDB=True)
+    assert project.crawl(None, rounds="10").returncode == 0
+    first = sorted(h for h in site.hits if h != "/robots.txt")
+    again = project.crawl(None, rounds="1")
+    assert "Generate selected no URL" in again.log  # nothing is due for a month
+    later = project.crawl(None, rounds="1", adddays="31")
+    assert later.returncode == 0, later.log[-3000:]
+    assert later.stats["nutch/rounds"] == 1
+    # every fetched page once more; not /missing, GONE after its 404 for 1.5 intervals (45 days)
+    refetched = [h for h in first if h != "/missing"]
+    assert sorted(h for h in site.hits if h != "/robots.txt") == sorted(first + refetched)
