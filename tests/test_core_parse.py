@@ -85,6 +85,20 @@ def test_meta_refresh_is_a_redirect() -> None:
     assert same.status.minor == ParseStatusMinor.SUCCESS_OK
 
 
+def test_a_meta_refresh_to_another_host_keeps_no_target_when_external_links_are_ignored() -> None:
+    refresh = html("", '<meta http-equiv="refresh" content="0; url=http://other.org/x">')
+    kept = parse(refresh)
+    assert kept.outlinks == {"http://other.org/x": ""}
+    ignored = parse(refresh, ignore_external_links=True)
+    assert ignored.status.minor == ParseStatusMinor.SUCCESS_REDIRECT
+    assert ignored.status.args == ("http://other.org/x", "0")
+    assert ignored.outlinks == {}
+    inside = parse(
+        html("", '<meta http-equiv="refresh" content="0; url=/y">'), ignore_external_links=True
+    )
+    assert inside.outlinks == {"http://www.example.com/y": ""}
+
+
 def test_limits() -> None:
     links = "".join(f'<a href="/p{i}">{"w" * 150}</a>' for i in range(120))
     r = parse(html(links))

@@ -241,9 +241,12 @@ def _parse_html(url: str, text: str, config: ParseConfig) -> ParseResult:
         if refresh is not None:
             target = config.accept(refresh[0])
             if target is not None and target != url:
+                # Like a redirect at fetch: to another host, with db.ignore.external.links on,
+                # it is recorded without its target (Nutch 1.x; Nutch 2.x keeps the target).
+                external = config.ignore_external_links and _host(target) != _host(url)
                 return ParseResult(
                     _status(ParseStatusMajor.SUCCESS, ParseStatusMinor.SUCCESS_REDIRECT, refresh),
-                    outlinks={target: ""},
+                    outlinks={} if external else {target: ""},
                 )
     noindex = bool(extractor.robots & {"noindex", "none"})
     nofollow = bool(extractor.robots & {"nofollow", "none"})
