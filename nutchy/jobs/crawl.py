@@ -10,6 +10,7 @@ this process; each fetch runs ``scrapy crawl nutch`` in a child process (see
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -81,7 +82,9 @@ def crawl(
                 report.stopped = f"{stop} found"
                 break
             now = _now()
-            batch_id = new_batch_id(now, number)
+            # a random number, as nutchy generate: two crawls started in the same second on one
+            # table get different batch ids
+            batch_id = new_batch_id(now, secrets.randbelow(2**31))
             generated = generate(
                 table, generate_options, now=now, batch_id=batch_id, add_days=add_days
             )
