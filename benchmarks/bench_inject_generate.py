@@ -2,6 +2,7 @@
 
     python benchmarks/bench_inject_generate.py                # 1,000,000 seeds and rows
     python benchmarks/bench_inject_generate.py --rows 50000   # a quick look
+    python benchmarks/bench_inject_generate.py --no-inject    # the generate phases alone
 
 Each phase runs in a child process of its own, so the peak RSS printed is that phase's alone, and
 each generate runs on a fresh copy of the prepared table.
@@ -179,6 +180,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--small-rows", type=int, default=10_000)
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    parser.add_argument("--no-inject", action="store_true", help="skip the inject phases")
     parser.add_argument("--child", choices=CHILDREN, help=argparse.SUPPRESS)
     parser.add_argument("--seeds", help=argparse.SUPPRESS)
     parser.add_argument("--settings", default="{}", help=argparse.SUPPRESS)
@@ -193,25 +195,24 @@ def main() -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="nutchy-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        report(work, args.rows, args.small_rows)
+        report(work, args.rows, args.small_rows, inject=not args.no_inject)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def report(work: Path, rows: int, small_rows: int) -> None:
+def report(work: Path, rows: int, small_rows: int, *, inject: bool = True) -> None:
     print(f"nutchy inject/generate benchmark, embedded store, {platform.python_implementation()}")
     print(f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     print()
     seeds = work / "seeds.txt"
-    write_seeds(seeds, rows)
-    os.sync()
+    if inject:
+        write_seeds(seeds, rows)
+        os.sync()
     print(f"All generates: -topN {TOP_N:,}.")
     print(f"{'phase':<54}{'rows read':>11}{'seconds':>9}{'rows/s':>10}{'peak RSS':>10}")
-    for label, options in [
-        ("inject (default URL filter)", {}),
-        ("inject -noFilter", {"no_filter": True}),
-    ]:
+    injects = [("inject (default URL filter)", {}), ("inject -noFilter", {"no_filter": True})]
+    for label, options in injects if inject else []:
         inject_dir = work / "inject"
         inject = run_child("inject", dir=inject_dir, seeds=seeds, **options)
         print(

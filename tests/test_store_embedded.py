@@ -48,13 +48,14 @@ def test_due_and_batch_scans_are_served_by_indexes(tmp_path):
         store.create()
         conn = sqlite3.connect(tmp_path / "w.sqlite")
         plans = {}
-        for name, where in (
-            ("due", "fetch_time <= 5"),
-            ("batch", "gen_mark = 'b'"),
+        for name, query in (
+            ("due", "SELECT key, ts, fi, sc, dist FROM webpage WHERE fetch_time <= 5"),
+            ("batch", "SELECT key FROM webpage_batch WHERE gen_mark = 'b'"),
         ):
-            rows = conn.execute(f"EXPLAIN QUERY PLAN SELECT key FROM webpage WHERE {where}")
+            rows = conn.execute(f"EXPLAIN QUERY PLAN {query}")
             plans[name] = " ".join(r[-1] for r in rows)
         conn.close()
+    # generate's reads come from the due index alone, without the rows' records
     assert "USING COVERING INDEX webpage_due" in plans["due"]
     assert "INDEX webpage_gen_mark" in plans["batch"]
 
@@ -134,3 +135,108 @@ def test_a_write_that_fails_changes_nothing(tmp_path):
         assert store.get(b"a") == {b"f:st": b"1"}
         assert store.get(b"c") is None
         assert store.get(b"d") is None
+
+
+def test_a_file_of_an_older_layout_is_refused_with_a_message(tmp_path):
+    path = tmp_path / "w.sqlite"
+    with EmbeddedStore(path) as store:
+        store.create()
+        store.write([RowUpdate(b"k", {b"f:st": b"1"})])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE nutchy_meta SET value = '2' WHERE name = 'layout'")
+    conn.commit()
+    conn.close()
+    with EmbeddedStore(path) as store:
+        for call in (
+            lambda: store.get(b"k"),
+            lambda: list(store.scan()),
+            lambda: store.write([RowUpdate(b"k", {b"f:st": b"2"})]),
+            store.create,
+        ):
+            with pytest.raises(StoreError, match=r"layout 2, written by an older nutchy.*layout 3"):
+                call()
+    # nothing was changed by the refused write
+    conn = sqlite3.connect(path)
+    assert marshal.loads(conn.execute("SELECT f FROM webpage").fetchone()[0]) == {b"f:st": b"1"}
+    conn.close()
+
+
+GEN = {b"mk:_gnmrk_": b"1700000000-1", b"f:bid": b"1700000000-1", b"mtdt:_npt_": b"\0\0\0\1"}
+
+
+def _records(path):
+    conn = sqlite3.connect(path)
+    main = conn.execute("SELECT * FROM webpage ORDER BY key").fetchall()
+    batch = conn.execute("SELECT * FROM webpage_batch ORDER BY key").fetchall()
+    conn.close()
+    return main, batch
+
+
+def test_generate_marks_live_in_the_batch_record_alone(tmp_path):
+    path = tmp_path / "w.sqlite"
+    row = {b"f:st": b"\0\0\0\2", b"f:ts": bytes(8), b"mk:dist": b"1", b"mtdt:_csh_": b"x"}
+    with EmbeddedStore(path) as store:
+        store.create()
+        store.write([RowUpdate(b"a", dict(row)), RowUpdate(b"b", dict(row))])
+        main_before, _ = _records(path)
+        store.write([RowUpdate(b"a", dict(GEN))])
+        main_after, batch = _records(path)
+        # marking a row rewrites its batch record and nothing of its main record
+        assert main_after == main_before
+        assert batch == [(b"a", GEN[b"mk:_gnmrk_"], GEN[b"f:bid"], GEN[b"mtdt:_npt_"], None)]
+        # ...whose family records never hold the batch cells
+        conn = sqlite3.connect(path)
+        for blob in conn.execute("SELECT f, mk, mtdt FROM webpage").fetchall()[0]:
+            assert not set(marshal.loads(blob)) & set(GEN)
+        conn.close()
+        # reads give the cells back among their families, byte for byte
+        assert store.get(b"a") == {**row, **GEN}
+        assert store.get(b"a", [b"mk"]) == {b"mk:dist": b"1", b"mk:_gnmrk_": GEN[b"mk:_gnmrk_"]}
+        assert store.get(b"a", [b"f:bid", b"s"]) == {b"f:bid": GEN[b"f:bid"]}
+        assert store.get(b"b", [b"mk:_gnmrk_"]) is None
+        marked = list(store.scan(Scan(marker=(b"_gnmrk_", b"1700000000-1"), columns=[b"mtdt"])))
+        assert marked == [(b"a", {b"mtdt:_csh_": b"x", b"mtdt:_npt_": GEN[b"mtdt:_npt_"]})]
+        # a write of the whole mk family replaces the mark too; a delete removes a batch cell
+        store.write([RowUpdate(b"a", {b"mk:dist": b"2"}, {b"mtdt:_npt_"}, {b"mk"})])
+        assert store.get(b"a", [b"mk", b"mtdt"]) == {b"mk:dist": b"2", b"mtdt:_csh_": b"x"}
+        assert _records(path)[1] == [(b"a", None, GEN[b"f:bid"], None, None)]
+        store.write([RowUpdate(b"a", deletes={b"f:bid"})])
+        assert _records(path)[1] == []
+
+
+def test_a_row_with_batch_cells_only_exists_until_they_go(tmp_path):
+    with EmbeddedStore(tmp_path / "w.sqlite") as store:
+        store.create()
+        store.write([RowUpdate(b"new", dict(GEN))])
+        assert store.get(b"new") == GEN
+        assert [k for k, _ in store.scan()] == [b"new"]
+        store.write([RowUpdate(b"new", deletes=set(GEN))])
+        assert store.get(b"new") is None
+        assert _records(tmp_path / "w.sqlite") == ([], [])
+
+
+def test_due_scans_of_generate_columns_read_the_index_and_agree_with_the_records(tmp_path):
+    from nutchy.jobs.generate import GENERATE_COLUMNS
+
+    rows = {
+        b"a": {b"f:ts": (5).to_bytes(8, "big"), b"f:fi": b"\0\0\0\7", b"s:s": b"?\0\0\0"},
+        b"b": {b"f:ts": (3).to_bytes(8, "big"), b"mk:dist": b"2", b"h:X": b"y", **GEN},
+        b"c": {b"f:ts": (9).to_bytes(8, "big"), b"s:s": b"?\0\0\0"},  # not due
+        b"d": {b"f:st": b"\0\0\0\1", b"mtdt:_ngt_": bytes(8)},  # no fetch time: due
+        b"e": {b"f:ts": b"bad", b"mk:_updmrk_": b"u"},  # an undecodable time reads as 0
+        b"f": {b"p:t": b"title only"},  # none of the columns asked
+    }
+    with EmbeddedStore(tmp_path / "w.sqlite") as store:
+        store.create()
+        store.write([RowUpdate(k, dict(v)) for k, v in rows.items()])
+        store.write([RowUpdate(b"a", {b"f:fi": b"\0\0\0\x08"}, {b"s:s"})])  # copies follow
+        expected = {
+            key: {c: v for c, v in cells.items() if c in GENERATE_COLUMNS}
+            for key, cells in store.get_many(list(rows)).items()
+            if key != b"c"
+        }
+        expected = {key: cells for key, cells in expected.items() if cells}
+        found = list(store.scan(Scan(columns=GENERATE_COLUMNS, due_before=5), page_size=2))
+    assert dict(found) == expected
+    assert [k for k, _ in found] == [b"d", b"e", b"b", b"a"]  # by fetch time
+    assert expected[b"a"] == {b"f:ts": (5).to_bytes(8, "big"), b"f:fi": b"\0\0\0\x08"}

@@ -43,6 +43,16 @@ filter) run after them, on the candidates still in the running. The selection is
 every row had been checked; only the counters of filtered and unnormalized URLs are then counts
 among the candidates that reached that stage.
 
+With *defer_url_checks*, the URL checks wait until the end and run on the batch alone: the
+selector first keeps the best eligible URLs as if every URL passed the checks, then checks the
+batch. If every URL of it passes, the batch is exactly the one the checks would have given (a URL
+that is eligible and among the best *topN* when nothing is rejected stays so when rejected URLs
+are taken out, and a URL that only becomes eligible when a better URL of its host is rejected
+would need that rejected URL in the batch). If one fails, :attr:`Selector.exact` is ``False``
+and the caller selects again with the checks on. Rows usually arrive in no useful order, so
+without deferral most due rows are checked (at *topN* = half the due rows, 85%); with it, only
+the batch is.
+
 Partitions (``-numFetchers``) do not take part in the selection: the batch is selected as a whole,
 so *topN* is exact whatever the number of partitions (Nutch divides it among its reducers and
 rounds down), and each selected URL is then given a partition by :func:`partition_for`.
@@ -68,7 +78,7 @@ import re
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from typing import Final, NamedTuple
+from typing import Final
 
 from nutchy.core.schedule import should_fetch
 from nutchy.core.status import Mark
@@ -274,28 +284,24 @@ class Selected:
 
 
 class _Slot:
-    """The changing part of a heap entry: the selection, its host key, and whether it is live."""
+    """The changing part of a heap entry: the row, its host key, and whether it is live."""
 
-    __slots__ = ("alive", "host", "selected")
+    __slots__ = ("alive", "host", "interval", "key", "url")
 
-    def __init__(self, selected: Selected, host: str) -> None:
-        self.selected = selected
+    def __init__(self, key: str, url: str, host: str, interval: int | None) -> None:
+        self.key = key
+        self.url = url
         self.host = host
+        self.interval = interval
         self.alive = True
 
 
-class _Entry(NamedTuple):
-    """A heap entry, ordered worst first: by sort value, then by URL descending.
-
-    *inverted* is the URL's bytes with every byte complemented, plus a terminator, so that
-    ascending order of *inverted* is descending order of the URL. *seq* makes entries unique, so
-    that comparisons never reach *slot*. Plain tuples keep every comparison of the heaps in C.
-    """
-
-    sort_value: float
-    inverted: bytes
-    seq: int
-    slot: _Slot
+#: A heap entry, ordered worst first: ``(sort value, inverted URL, seq, slot)``. *inverted* is
+#: the URL's bytes with every byte complemented, plus a terminator, so that ascending order of
+#: *inverted* is descending order of the URL. *seq* makes entries unique, so that comparisons
+#: never reach the slot. Plain tuples keep every comparison of the heaps in C.
+_Entry = tuple[float, bytes, int, _Slot]
+_SLOT: Final = 3
 
 
 class Selector:
@@ -307,12 +313,22 @@ class Selector:
 
     A page must carry ``fetch_time``, ``fetch_interval``, ``score`` and ``markers`` (and
     ``metadata`` with ``_ngt_`` for marks whose batch id has no time).
+
+    With *defer_url_checks*, normalization and the URL filter are checked on the batch alone,
+    at :meth:`result`; when a URL of the batch fails them, :attr:`exact` becomes ``False`` and
+    the batch must be selected again without deferral (see the module docstring).
     """
 
-    def __init__(self, config: GenerateConfig, cur_time: int) -> None:
+    def __init__(
+        self, config: GenerateConfig, cur_time: int, *, defer_url_checks: bool = False
+    ) -> None:
         self.config = config
         self.cur_time = cur_time
         self.counts = GenerateCounts()
+        self._defer = defer_url_checks and (config.normalize or config.url_filter is not None)
+        #: Whether :meth:`result` is the batch Nutch would select; ``False`` only when deferred
+        #: URL checks rejected a URL of the batch.
+        self.exact = True
         self._limit = config.top_n
         self._max_count = max(0, config.max_count)
         self._top: list[_Entry] = []
@@ -340,10 +356,17 @@ class Selector:
             if distance is not None and distance > config.max_distance:
                 counts.distance += 1
                 return
-        due = should_fetch(page.fetch_time, page.fetch_interval, self.cur_time, config.max_interval)
-        if not due.due:
-            counts.not_due += 1
-            return
+        # A row due by its fetch time keeps its interval (should_fetch's common case, inline).
+        interval = None
+        if page.fetch_time > self.cur_time:
+            due = should_fetch(
+                page.fetch_time, page.fetch_interval, self.cur_time, config.max_interval
+            )
+            if not due.due:
+                counts.not_due += 1
+                return
+            if due.fetch_interval != page.fetch_interval:
+                interval = due.fetch_interval
         sort_value = config.sort_value(page)
         if math.isnan(sort_value):  # ranks below everything
             sort_value = -math.inf
@@ -352,10 +375,11 @@ class Selector:
             return
         # Steps 1 and 2 of the algorithm: cheap comparisons before the costly URL checks. The
         # sort value alone settles most candidates; the URL is needed only to break a tie.
+        top = self._top
         full = self._limit is not None and self._live >= self._limit
         if full:
             self._drop_dead()
-            if sort_value < self._top[0].sort_value:
+            if sort_value < top[0][0]:
                 counts.limited += 1
                 return
         try:
@@ -365,38 +389,43 @@ class Selector:
             counts.malformed += 1
             return
         self._seq += 1
-        slot = _Slot(_NO_SELECTION, host)
-        entry = _Entry(sort_value, url.encode().translate(_INVERT) + b"\xff", self._seq, slot)
-        if full and entry < self._top[0]:
+        probe = (sort_value, url.encode().translate(_INVERT) + b"\xff", self._seq)
+        if full and probe < top[0]:
             counts.limited += 1
             return
         host_heap = self._hosts.get(host) if self._max_count else None
-        if host_heap is not None and len(host_heap) >= self._max_count and entry < host_heap[0]:
+        if host_heap is not None and len(host_heap) >= self._max_count and probe < host_heap[0]:
             counts.limited += 1
             return
+        if not self._defer:
+            rejected = self._url_check(url)
+            if rejected is not None:
+                setattr(counts, rejected, getattr(counts, rejected) + 1)
+                return
+        self._admit((*probe, _Slot(page.key, url, host, interval)), host_heap)
+
+    def _url_check(self, url: str) -> str | None:
+        """``None`` if *url* passes normalization and the URL filter, else the counter to
+        increment."""
+        config = self.config
         if config.normalize:
             try:
                 normalized = normalize_url(url)
             except InvalidURL:
-                counts.malformed += 1
-                return
+                return "malformed"
             if normalized != url:
-                counts.unnormalized += 1
-                return
+                return "unnormalized"
         if config.url_filter is not None and not config.url_filter.accepts(url):
-            counts.filtered += 1
-            return
-        interval = due.fetch_interval if due.fetch_interval != page.fetch_interval else None
-        slot.selected = Selected(page.key, url, sort_value, interval)
-        self._admit(entry, host_heap)
+            return "filtered"
+        return None
 
     def _admit(self, entry: _Entry, host_heap: list[_Entry] | None) -> None:
         if self._max_count:
             if host_heap is None:
-                self._hosts[entry.slot.host] = [entry]
+                self._hosts[entry[_SLOT].host] = [entry]
             elif len(host_heap) >= self._max_count:
                 worst = heapq.heapreplace(host_heap, entry)
-                worst.slot.alive = False
+                worst[_SLOT].alive = False
                 self._live -= 1
                 self.counts.limited += 1
             else:
@@ -406,11 +435,11 @@ class Selector:
         if self._limit is not None and self._live > self._limit:
             self._drop_dead()
             worst = heapq.heappop(self._top)
-            worst.slot.alive = False
+            worst[_SLOT].alive = False
             self._live -= 1
             self.counts.limited += 1
             if self._max_count:
-                host = worst.slot.host
+                host = worst[_SLOT].host
                 host_heap = self._hosts[host]
                 # The global worst is the worst of its host too, so it is the host heap's root.
                 popped = heapq.heappop(host_heap)
@@ -418,12 +447,12 @@ class Selector:
                 if not host_heap:
                     del self._hosts[host]
         if len(self._top) > 2 * self._live + 1024:
-            self._top = [e for e in self._top if e.slot.alive]
+            self._top = [e for e in self._top if e[_SLOT].alive]
             heapq.heapify(self._top)
 
     def _drop_dead(self) -> None:
         top = self._top
-        while top and not top[0].slot.alive:
+        while top and not top[0][_SLOT].alive:
             heapq.heappop(top)
 
     def _mark_expired(self, page: WebPage) -> bool:
@@ -435,12 +464,11 @@ class Selector:
 
     def result(self) -> list[Selected]:
         """The batch, best first (sort value descending, then URL ascending)."""
-        entries = sorted((e for e in self._top if e.slot.alive), reverse=True)
+        entries = sorted((e for e in self._top if e[_SLOT].alive), reverse=True)
+        if self._defer and any(self._url_check(e[_SLOT].url) is not None for e in entries):
+            self.exact = False
         self.counts.selected = len(entries)
-        return [e.slot.selected for e in entries]
-
-
-_NO_SELECTION: Final = Selected("", "", 0.0)
+        return [Selected(e[_SLOT].key, e[_SLOT].url, e[0], e[_SLOT].interval) for e in entries]
 
 
 def _distance(value: str | None) -> int | None:

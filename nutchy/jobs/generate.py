@@ -51,9 +51,9 @@ from nutchy.store.schema import (
     Cells,
     RowUpdate,
     build_update,
-    columns_for,
     encode_cell,
     field_named,
+    marker_column,
 )
 
 if TYPE_CHECKING:
@@ -74,9 +74,20 @@ logger = logging.getLogger(__name__)
 
 #: Valid values of ``partition.url.mode``.
 PARTITION_MODES: Final = ("byHost", "byDomain", "byIP")
-#: The fields generate reads of each due row (``metadata`` only for some, see :func:`generate`).
-GENERATE_FIELDS: Final = ("fetch_time", "fetch_interval", "score", "markers")
-_LOADED: Final = frozenset(GENERATE_FIELDS)
+#: The columns generate reads of each due row: the fields selection needs, and of the ``mk``
+#: and ``mtdt`` maps only the entries it looks at (the generate mark, the distance, and the
+#: generate time of a mark whose batch id carries none). Asking for these columns alone lets a
+#: store answer from an index (the embedded store's due index).
+GENERATE_COLUMNS: Final = (
+    field_named("fetch_time").column,
+    field_named("fetch_interval").column,
+    field_named("score").column,
+    marker_column(Mark.GENERATE),
+    marker_column(Mark.DISTANCE),
+    b"mtdt:" + GENERATE_TIME_KEY.encode(),
+)
+#: The fields of the pages built from them that were read whole.
+_LOADED: Final = frozenset(("fetch_time", "fetch_interval", "score"))
 _DAY_MS: Final = 86_400_000
 
 Resolver = Callable[[Collection[str], float], dict[str, str]]
@@ -219,31 +230,20 @@ def generate(
     """
     started = time.perf_counter()
     cur_time = now + add_days * _DAY_MS
-    selector = Selector(options.config, cur_time)
-    # Rows marked by a batch whose id carries no time: their generate time is in mtdt:_ngt_,
-    # read for them alone, a chunk at a time, rather than reading mtdt for every row.
-    untimed: list[WebPage] = []
-    scan = Scan(columns=columns_for(GENERATE_FIELDS), due_before=cur_time)
-    undecodable = 0
-    for key, cells in table.store.scan(scan, table.read_limit):
-        if progress is not None:
-            progress.advance()
-        try:
-            page = _due_page(key, cells)
-        except (ValueError, struct.error, UnicodeDecodeError) as exc:
-            undecodable += 1
-            logger.warning("Skipped row %r: a cell does not decode: %s", key, exc)
-            continue
-        mark = page.markers.get(Mark.GENERATE)
-        if mark is not None and options.config.gen_delay >= 0 and batch_time(mark) is None:
-            untimed.append(page)
-            if len(untimed) >= table.read_limit:
-                _add_untimed(table, selector, untimed)
-                untimed = []
-            continue
-        selector.add(page)
-    _add_untimed(table, selector, untimed)
+    # The URL checks (normalization, the URL filter) cost more than everything else selection
+    # does; they are made on the batch alone, and only if the batch holds a URL they reject is
+    # the batch selected again with the checks on every candidate (see nutchy.core.generate).
+    selector = Selector(options.config, cur_time, defer_url_checks=True)
+    undecodable = _select(table, selector, progress)
     batch = selector.result()
+    if not selector.exact:
+        logger.info(
+            "The best due rows include URLs that normalization or the URL filter rejects;"
+            " selecting again with the checks on every candidate"
+        )
+        selector = Selector(options.config, cur_time)
+        undecodable = _select(table, selector, progress)
+        batch = selector.result()
     selected_at = time.perf_counter()
     result = GenerateResult(
         batch_id,
@@ -276,50 +276,64 @@ def generate(
     return result
 
 
-_FETCH_TIME: Final = field_named("fetch_time")
-_FETCH_INTERVAL: Final = field_named("fetch_interval")
-_SCORE: Final = field_named("score")
-_MARKERS: Final = field_named("markers").family + b":"
+def _select(table: WebTable, selector: Selector, progress: Progress | None) -> int:
+    """Feed the due rows of *table* to *selector*; return the rows whose cells did not decode."""
+    undecodable = 0
+    scan = Scan(columns=GENERATE_COLUMNS, due_before=selector.cur_time)
+    for key, cells in table.store.scan(scan, table.read_limit):
+        if progress is not None:
+            progress.advance()
+        try:
+            page = _due_page(key, cells)
+        except (ValueError, struct.error, UnicodeDecodeError) as exc:
+            undecodable += 1
+            logger.warning("Skipped row %r: a cell does not decode: %s", key, exc)
+            continue
+        selector.add(page)
+    return undecodable
+
+
+# The columns and decoders of _due_page, looked up once.
+_TS: Final = (field_named("fetch_time").column, field_named("fetch_time").codec.decode)
+_FI: Final = (field_named("fetch_interval").column, field_named("fetch_interval").codec.decode)
+_SCORE: Final = (field_named("score").column, field_named("score").codec.decode)
+_MARK_CELLS: Final = (
+    (Mark.GENERATE, marker_column(Mark.GENERATE)),
+    (Mark.DISTANCE, marker_column(Mark.DISTANCE)),
+)
+_GENERATE_TIME: Final = b"mtdt:" + GENERATE_TIME_KEY.encode()
 
 
 def _due_page(key: bytes, cells: Cells) -> WebPage:
-    """The page of one due row, with the fields generate reads, decoded with the schema's codecs.
+    """The page of one due row, with what generate reads (:data:`GENERATE_COLUMNS`), decoded
+    with the schema's codecs.
 
-    This is :func:`~nutchy.store.schema.decode_page` for four fields, three times faster: at a
-    million rows the decoding of the due rows is a good part of generate's time. A cell that does
-    not decode raises ``ValueError``, ``struct.error`` or ``UnicodeDecodeError``.
+    This is :func:`~nutchy.store.schema.decode_page` for those columns, several times faster: at
+    a million rows the decoding of the due rows is a good part of generate's time. A cell that
+    does not decode raises ``ValueError``, ``struct.error`` or ``UnicodeDecodeError``.
     """
-    fetch_time = fetch_interval = 0
-    score = 0.0
+    get = cells.get
+    raw = get(_TS[0])
+    fetch_time = 0 if raw is None else _TS[1](raw)
+    raw = get(_FI[0])
+    fetch_interval = 0 if raw is None else _FI[1](raw)
+    raw = get(_SCORE[0])
+    score = 0.0 if raw is None else _SCORE[1](raw)
     markers: dict[str, str] = {}
-    for column, value in cells.items():
-        if column.startswith(_MARKERS):
-            markers[column[len(_MARKERS) :].decode()] = value.decode()
-        elif column == _FETCH_TIME.column:
-            fetch_time = _FETCH_TIME.codec.decode(value)
-        elif column == _FETCH_INTERVAL.column:
-            fetch_interval = _FETCH_INTERVAL.codec.decode(value)
-        elif column == _SCORE.column:
-            score = _SCORE.codec.decode(value)
+    for name, column in _MARK_CELLS:
+        raw = get(column)
+        if raw is not None:
+            markers[name] = raw.decode()
+    raw = get(_GENERATE_TIME)
     return WebPage(
         key.decode(),
         fetch_time=fetch_time,
         fetch_interval=fetch_interval,
         score=score,
         markers=markers,
+        metadata={} if raw is None else {GENERATE_TIME_KEY: raw},
         loaded=_LOADED,
     )
-
-
-def _add_untimed(table: WebTable, selector: Selector, pages: list[WebPage]) -> None:
-    if not pages:
-        return
-    found = table.get_many([page.key for page in pages], ["metadata"])
-    for page in pages:
-        stored = found.get(page.key)
-        if stored is not None:
-            page.metadata = stored.metadata
-        selector.add(page)
 
 
 def _partitions(

@@ -1,22 +1,32 @@
 """The embedded store: the web table in one SQLite file, no server needed.
 
-Layout (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlite3`` shell):
+Layout 3 (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlite3`` shell):
 
-- table ``<table>``: one record per row. ``key`` is the row key. The families ``f``, ``s``,
-  ``mk`` and ``mtdt`` (small, read by generate, written by every job) are one column each,
-  holding that family's cells as a marshalled ``dict[bytes, bytes]`` of ``b"fam:qual"`` → the
-  exact bytes Nutch would store in HBase, or NULL when the family is empty. ``fetch_time`` and
-  the ``gen_mark``, ``fetch_mark`` and ``upd_mark`` columns repeat ``f:ts`` (0 when missing) and
-  the batch markers, so that indexes serve "due rows" and "rows of batch B" without reading
-  anything else; ``has_links`` and ``has_content`` say whether the two records below exist;
+- table ``<table>``: the row's main record, one per row that has any cell. ``key`` is the row
+  key and ``id`` a number the row keeps for its life. The families ``f``, ``s``, ``mk`` and
+  ``mtdt`` (small, read by generate, written by every job) are one column each, holding that
+  family's cells as a marshalled ``dict[bytes, bytes]`` of ``b"fam:qual"`` → the exact bytes
+  Nutch would store in HBase, or NULL when the family is empty. Other columns repeat cells of
+  those records so that indexes can answer without reading them: ``fetch_time`` is ``f:ts`` as
+  a number (0 when missing); ``ts``, ``fi``, ``sc`` and ``dist`` are the bytes of ``f:ts``,
+  ``f:fi``, ``s:s`` and ``mk:dist`` (NULL when missing); ``fetch_mark`` and ``upd_mark`` are
+  ``mk:_ftcmrk_`` and ``mk:_updmrk_``. The index ``<table>_due`` on ``(fetch_time, id, key, ts,
+  fi, sc, dist)`` serves generate's due scan alone; ``has_links`` and ``has_content`` say whether
+  the records below exist;
+- table ``<table>_batch``: the cells generate writes, ``mk:_gnmrk_``, ``f:bid``, ``mtdt:_npt_``
+  and ``mtdt:_ngt_``, in the columns ``gen_mark``, ``bid``, ``npt`` and ``ngt``, one record per
+  row that has any. These cells live here and nowhere else (the family records never hold them);
+  a read puts them back among their families' cells. Marking a batch writes these small records
+  alone, in key order, and never the main record;
 - table ``<table>_links``: the families ``p``, ``il``, ``ol``, ``h`` and ``stm`` (parse output,
   links, headers: most of a row's cells) in the same form, one record per row that has any;
-- table ``<table>_content``: the raw content (``f:cnt``) by key.
+- table ``<table>_content``: the raw content (``f:cnt``) by key;
+- table ``nutchy_meta``: the layout version. A file of another layout is refused with a message
+  (nutchy does not convert files).
 
 A read decodes only the families it asks for, and a write reads and rewrites only the records
-whose families it changes: marking a batch rewrites the small main record and nothing else, and
-the content, most of a crawl's bytes, is rewritten only when a page is fetched again.
-- table ``nutchy_meta``: the layout version.
+whose families it changes: the content, most of a crawl's bytes, is rewritten only when a page is
+fetched again.
 
 Several processes of one machine may read and write the file at once: SQLite in WAL mode lets
 readers run beside the one writer, and every :meth:`EmbeddedStore.write` is one ``BEGIN
@@ -42,9 +52,18 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nutchy.core.generate import GENERATE_TIME_KEY, PARTITION_KEY
+from nutchy.core.status import Mark
 from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
 from nutchy.store.base import Scan, key_range
-from nutchy.store.schema import FAMILIES, Cells, RowUpdate, coalesce
+from nutchy.store.schema import (
+    FAMILIES,
+    FETCH_TIME_COLUMN,
+    Cells,
+    RowUpdate,
+    coalesce,
+    marker_column,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -53,7 +72,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LAYOUT_VERSION = "2"
+LAYOUT_VERSION = "3"
 CONTENT_COLUMN = b"f:cnt"
 _FAMILY_COLUMNS = [family.decode() for family in FAMILIES]
 _FAMILY_INDEX = {family: i for i, family in enumerate(FAMILIES)}
@@ -62,8 +81,27 @@ _HOT = [i for i, family in enumerate(FAMILIES) if family in (b"f", b"s", b"mk", 
 #: Families in the row's second record: parse output, links and headers.
 _COLD = [i for i in range(len(FAMILIES)) if i not in _HOT]
 _COLD_SET = frozenset(_COLD)
-#: Marker qualifiers that have their own indexed column.
-_MARKER_COLUMNS = {b"_gnmrk_": "gen_mark", b"_ftcmrk_": "fetch_mark", b"_updmrk_": "upd_mark"}
+#: Marker qualifiers that have their own indexed column in the main record.
+_MARKER_COLUMNS = {b"_ftcmrk_": "fetch_mark", b"_updmrk_": "upd_mark"}
+#: Cells repeated in columns of the main record, so that the due index covers generate's reads.
+_COPIES = (FETCH_TIME_COLUMN, b"f:fi", b"s:s", marker_column(Mark.DISTANCE))
+_COPY_NAMES = ("ts", "fi", "sc", "dist")
+_COPY_FAMILY = [_FAMILY_INDEX[c[: c.find(b":")]] for c in _COPIES]
+#: The cells of the batch record (written by generate), which live there and only there.
+_BATCH = (
+    marker_column(Mark.GENERATE),
+    b"f:bid",
+    b"mtdt:" + PARTITION_KEY.encode(),
+    b"mtdt:" + GENERATE_TIME_KEY.encode(),
+)
+_BATCH_NAMES = ("gen_mark", "bid", "npt", "ngt")
+_BATCH_INDEX = {column: i for i, column in enumerate(_BATCH)}
+_BATCH_KEYS = _BATCH_INDEX.keys()
+_BATCH_FAMILIES = frozenset(c[: c.find(b":")] for c in _BATCH)
+_NO_BATCH: tuple[None, ...] = (None,) * len(_BATCH)
+#: Columns a due scan can read from the due index and the batch records alone.
+_NARROW = frozenset(_COPIES + _BATCH)
+_GEN_MARK = marker_column(Mark.GENERATE)
 _CHUNK = 500  # keys per "IN (...)" query: well under SQLite's parameter limit
 _SYNC_MODES = ("OFF", "NORMAL", "FULL")
 
@@ -110,6 +148,8 @@ class EmbeddedStore:
         self._t = _quote(table_name)
         self._c = _quote(table_name + "_content")
         self._k = _quote(table_name + "_links")
+        self._b = _quote(table_name + "_batch")
+        self._layout_checked = False
         self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,19 +187,26 @@ class EmbeddedStore:
 
     def create(self) -> bool:
         with self._lock:
+            self._check_layout()
             if self.exists():
                 return False
-            t, c, k = self._t, self._c, self._k
+            t, c, k, b = self._t, self._c, self._k, self._b
             name = self.table_name
+            copies = ", ".join(f"{n} BLOB" for n in _COPY_NAMES)
             statements = [
                 "CREATE TABLE IF NOT EXISTS nutchy_meta (name TEXT PRIMARY KEY, value TEXT)",
                 "INSERT OR IGNORE INTO nutchy_meta VALUES ('layout', ?)",
                 (
-                    f"CREATE TABLE {t} (key BLOB PRIMARY KEY, fetch_time INTEGER NOT NULL,"
-                    " gen_mark BLOB, fetch_mark BLOB, upd_mark BLOB,"
+                    f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE,"
+                    f" fetch_time INTEGER NOT NULL, {copies}, fetch_mark BLOB, upd_mark BLOB,"
                     " has_links INTEGER NOT NULL, has_content INTEGER NOT NULL, "
                     + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in _HOT)
                     + ")"
+                ),
+                (
+                    f"CREATE TABLE {b} (key BLOB PRIMARY KEY, "
+                    + ", ".join(f"{n} BLOB" for n in _BATCH_NAMES)
+                    + ") WITHOUT ROWID"
                 ),
                 (
                     f"CREATE TABLE {k} (key BLOB PRIMARY KEY, "
@@ -167,7 +214,16 @@ class EmbeddedStore:
                     + ")"
                 ),
                 f"CREATE TABLE {c} (key BLOB PRIMARY KEY, value BLOB NOT NULL)",
-                f"CREATE INDEX {_quote(name + '_due')} ON {t} (fetch_time, key)",
+                # Ordered by the row's id after the fetch time, not by its key: rows written
+                # together (an inject) land side by side instead of all over the index.
+                (
+                    f"CREATE INDEX {_quote(name + '_due')} ON {t}"
+                    f" (fetch_time, id, key, {', '.join(_COPY_NAMES)})"
+                ),
+                (
+                    f"CREATE INDEX {_quote(name + '_gen_mark')} ON {b} (gen_mark, key)"
+                    " WHERE gen_mark IS NOT NULL"
+                ),
             ]
             statements += [
                 f"CREATE INDEX {_quote(name + '_' + col)} ON {t} ({col}, key)"
@@ -188,9 +244,30 @@ class EmbeddedStore:
             self._transaction(
                 lambda: [
                     self._conn.execute(f"DROP TABLE IF EXISTS {_quote(n)}")
-                    for n in (name, name + "_links", name + "_content")
+                    for n in (name, name + "_links", name + "_content", name + "_batch")
                 ]
             )
+
+    def _check_layout(self) -> None:
+        """Refuse a file written in another layout, with a message saying what to do."""
+        if self._layout_checked:
+            return
+        try:
+            row = self._conn.execute(
+                "SELECT value FROM nutchy_meta WHERE name = 'layout'"
+            ).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise StoreError(f"{self}: {exc}") from exc
+            row = None
+        if row is not None and row[0] != LAYOUT_VERSION:
+            raise StoreError(
+                f"{self.path} holds a web table in the embedded store's layout {row[0]}, written"
+                f" by an older nutchy; this nutchy reads layout {LAYOUT_VERSION} only and does"
+                " not convert files. Keep the old file with the nutchy that wrote it, or move it"
+                " away and inject again into a new file"
+            )
+        self._layout_checked = True
 
     def close(self) -> None:
         with self._lock:
@@ -208,9 +285,10 @@ class EmbeddedStore:
         self, keys: Sequence[bytes], columns: Sequence[bytes] | None = None
     ) -> dict[bytes, Cells]:
         reader = _Reader(columns)
-        select = reader.select(self._t, self._k, self._c)
+        select = reader.select(self._t, self._k, self._c, self._b)
         found: dict[bytes, Cells] = {}
         with self._lock:
+            self._check_layout()
             for i in range(0, len(keys), _CHUNK):
                 chunk = list(keys[i : i + _CHUNK])
                 sql = f"{select} WHERE w.key IN ({','.join('?' * len(chunk))})"
@@ -224,18 +302,39 @@ class EmbeddedStore:
 
         No transaction stays open between pages: another process can write while a scan is being
         consumed, and the scan then sees rows as they are when each page is read.
+
+        A due scan (*due_before*, no marker) that asks only for columns the due index and the
+        batch records hold (``f:ts``, ``f:fi``, ``s:s``, ``mk:dist`` and the cells generate
+        writes: what generate reads) is answered from them alone, without reading any family
+        record; rows then come by fetch time.
         """
         if scan is None:
             scan = Scan()
+        with self._lock:
+            self._check_layout()
         start, stop = key_range(scan)
-        where = ["w.key >= ?"]
+        if (
+            scan.due_before is not None
+            and scan.marker is None
+            and scan.columns
+            and set(scan.columns) <= _NARROW
+        ):
+            yield from self._scan_due(scan, start, stop, page_size)
+            return
+        by_batch = scan.marker is not None and b"mk:" + scan.marker[0] == _GEN_MARK
+        key = "b.key" if by_batch else "w.key"
+        where = [f"{key} >= ?"]
         args: list[Any] = [start]
         if stop is not None:
-            where.append("w.key < ?")
+            where.append(f"{key} < ?")
             args.append(stop)
         extra: list[bytes] = []
         python_marker: tuple[bytes, bytes] | None = None
-        if scan.marker is not None:
+        if by_batch:
+            assert scan.marker is not None
+            where.append("b.gen_mark = ?")
+            args.append(scan.marker[1])
+        elif scan.marker is not None:
             column = _MARKER_COLUMNS.get(scan.marker[0])
             if column is None:
                 python_marker = scan.marker
@@ -248,8 +347,9 @@ class EmbeddedStore:
             where.append("w.fetch_time <= ?")
             args.append(scan.due_before)
         reader = _Reader(scan.columns, extra)
-        order = "w.fetch_time, w.key" if by_time else "w.key"
-        base = f"{reader.select(self._t, self._k, self._c)} WHERE {' AND '.join(where)}"
+        order = "w.fetch_time, w.id" if by_time else key
+        select = reader.select(self._t, self._k, self._c, self._b, by_batch=by_batch)
+        base = f"{select} WHERE {' AND '.join(where)}"
         remaining = scan.limit
         after: tuple[Any, ...] | None = None
         while remaining is None or remaining > 0:
@@ -257,18 +357,60 @@ class EmbeddedStore:
             if after is None:
                 sql, page_args = base, args
             elif by_time:
-                sql, page_args = base + " AND (w.fetch_time, w.key) > (?, ?)", [*args, *after]
+                sql, page_args = base + " AND (w.fetch_time, w.id) > (?, ?)", [*args, *after]
             else:
-                sql, page_args = base + " AND w.key > ?", [*args, *after]
+                sql, page_args = base + f" AND {key} > ?", [*args, *after]
             with self._lock:
                 raw = self._query(f"{sql} ORDER BY {order} LIMIT ?", [*page_args, n]).fetchall()
             if not raw:
                 return
-            after = (raw[-1][1], raw[-1][0]) if by_time else (raw[-1][0],)
-            for key, cells in reader.rows(raw, python_marker):
-                yield key, cells
+            after = (raw[-1][1], raw[-1][2]) if by_time else (raw[-1][0],)
+            for row_key, cells in reader.rows(raw, python_marker):
+                yield row_key, cells
                 if remaining is not None:
                     remaining -= 1
+            if len(raw) < n:
+                return
+
+    def _scan_due(
+        self, scan: Scan, start: bytes, stop: bytes | None, page_size: int
+    ) -> Iterator[tuple[bytes, Cells]]:
+        """A due scan of :data:`_NARROW` columns, from the due index and the batch records."""
+        wanted = set(scan.columns or ())
+        names = [c for c in _COPIES if c in wanted]
+        sources = [f"w.{_COPY_NAMES[_COPIES.index(c)]}" for c in names]
+        batch = [c for c in _BATCH if c in wanted]
+        names += batch
+        sources += [f"b.{_BATCH_NAMES[_BATCH_INDEX[c]]}" for c in batch]
+        join = f" LEFT JOIN {self._b} AS b ON b.key = w.key" if batch else ""
+        where = "w.fetch_time <= ? AND w.key >= ?"
+        args: list[Any] = [scan.due_before, start]
+        if stop is not None:
+            where += " AND w.key < ?"
+            args.append(stop)
+        base = (
+            f"SELECT w.fetch_time, w.id, w.key, {', '.join(sources)}"
+            f" FROM {self._t} AS w INDEXED BY {_quote(self.table_name + '_due')}{join}"
+            f" WHERE {where}"
+        )
+        remaining = scan.limit
+        after: list[Any] = []
+        while remaining is None or remaining > 0:
+            n = page_size if remaining is None else min(page_size, remaining)
+            sql = base + " AND (w.fetch_time, w.id) > (?, ?)" if after else base
+            with self._lock:
+                raw = self._query(
+                    f"{sql} ORDER BY w.fetch_time, w.id LIMIT ?", [*args, *after, n]
+                ).fetchall()
+            if not raw:
+                return
+            after = [raw[-1][0], raw[-1][1]]
+            for record in raw:
+                cells = {c: v for c, v in zip(names, record[3:], strict=True) if v is not None}
+                if cells:
+                    yield record[2], cells
+                    if remaining is not None:
+                        remaining -= 1
             if len(raw) < n:
                 return
 
@@ -317,88 +459,160 @@ class EmbeddedStore:
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         def delete() -> None:
-            for table in (self._t, self._k, self._c):
+            for table in (self._t, self._k, self._c, self._b):
                 self._conn.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
 
         with self._lock:
+            self._check_layout()
             self._transaction(delete)
 
     def _apply(self, updates: list[_Change]) -> None:
+        self._check_layout()
         conn = self._conn
-        t, c, k = self._t, self._c, self._k
+        t, c, k, b = self._t, self._c, self._k, self._b
         hot = [_quote(_FAMILY_COLUMNS[i]) for i in _HOT]
         cold = [_quote(_FAMILY_COLUMNS[i]) for i in _COLD]
+        main = ["fetch_time", *_COPY_NAMES, *_MARKER_COLUMNS.values(), "has_links", "has_content"]
+        main += hot
         upsert_hot = (
-            f"INSERT INTO {t} (key, fetch_time, gen_mark, fetch_mark, upd_mark, has_links,"
-            f" has_content, {', '.join(hot)}) VALUES ({', '.join('?' * (7 + len(hot)))})"
-            " ON CONFLICT (key) DO UPDATE SET fetch_time = excluded.fetch_time,"
-            " gen_mark = excluded.gen_mark, fetch_mark = excluded.fetch_mark,"
-            " upd_mark = excluded.upd_mark, has_links = excluded.has_links,"
-            " has_content = excluded.has_content, " + ", ".join(f"{f} = excluded.{f}" for f in hot)
+            f"INSERT INTO {t} (key, {', '.join(main)}) VALUES ({', '.join('?' * (1 + len(main)))})"
+            " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in main)
         )
         upsert_cold = (
             f"INSERT INTO {k} (key, {', '.join(cold)}) VALUES ({', '.join('?' * (1 + len(cold)))})"
             " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in cold)
         )
-        read_hot = (
-            f"SELECT key, fetch_time, gen_mark, fetch_mark, upd_mark, has_links, has_content,"
-            f" {', '.join(hot)} FROM {t} WHERE key IN "
+        upsert_batch = (
+            f"INSERT INTO {b} (key, {', '.join(_BATCH_NAMES)})"
+            f" VALUES ({', '.join('?' * (1 + len(_BATCH)))}) ON CONFLICT (key) DO UPDATE SET "
+            + ", ".join(f"{f} = excluded.{f}" for f in _BATCH_NAMES)
         )
+        read_hot = f"SELECT key, {', '.join(main)} FROM {t} WHERE key IN "
         read_cold = f"SELECT key, {', '.join(cold)} FROM {k} WHERE key IN "
+        read_batch = f"SELECT key, {', '.join(_BATCH_NAMES)} FROM {b} WHERE key IN "
+
+        def read(sql: str, keys: list[bytes]) -> list[Any]:
+            if not keys:
+                return []
+            return conn.execute(sql + f"({','.join('?' * len(keys))})", keys).fetchall()
+
         for i in range(0, len(updates), _CHUNK):
             chunk = updates[i : i + _CHUNK]
-            old = {
-                record[0]: record
-                for record in conn.execute(
-                    read_hot + f"({','.join('?' * len(chunk))})", [u.key for u in chunk]
+            # A write of batch cells alone (generate's marks) needs to know only that the row
+            # exists, which the key index tells without reading the main record.
+            existing = {
+                record[0]
+                for record in read(
+                    f"SELECT key FROM {t} WHERE key IN ", [u.key for u in chunk if u.only_batch]
                 )
             }
-            # The second record is read only for rows whose write touches its families.
-            wanted = [u.key for u in chunk if u.touches_cold and u.key in old and old[u.key][5]]
+            old = {
+                record[0]: record
+                for record in read(read_hot, [u.key for u in chunk if u.key not in existing])
+            }
+            # The second record is read only for rows whose write touches its families, and
+            # the batch record only for rows whose write touches its cells.
             links = {
                 record[0]: record[1:]
-                for record in conn.execute(read_cold + f"({','.join('?' * len(wanted))})", wanted)
+                for record in read(
+                    read_cold,
+                    [
+                        u.key
+                        for u in chunk
+                        if u.touches_cold and u.key in old and old[u.key][_M_LINKS]
+                    ],
+                )
             }
+            batches = {
+                record[0]: record[1:]
+                for record in read(
+                    read_batch, [u.key for u in chunk if u.touches_batch and u.key not in existing]
+                )
+            }
+            # Batch cells put on existing rows are upserted without reading the batch record:
+            # the columns not put keep their values.
+            marks: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
             hot_rows: list[tuple[Any, ...]] = []
             cold_rows: list[tuple[Any, ...]] = []
+            batch_rows: list[tuple[Any, ...]] = []
             contents: list[tuple[bytes, bytes]] = []
             drop_content: list[tuple[bytes]] = []
             drop_cold: list[tuple[bytes]] = []
+            drop_batch: list[tuple[bytes]] = []
             drop_rows: list[tuple[bytes]] = []
             for update in chunk:
-                record = old.get(update.key)
-                row = _Row.read(update.key, record, links.get(update.key), update.touches_cold)
+                key = update.key
+                has_batch = False
+                if key in existing:
+                    places = tuple(update.batch_puts)
+                    marks.setdefault(places, []).append((key, *update.batch_puts.values()))
+                    continue
+                if update.touches_batch:
+                    had_batch = key in batches
+                    cells = list(batches.get(key, _NO_BATCH))
+                    update.apply_batch(cells)
+                    has_batch = cells != list(_NO_BATCH)
+                    if has_batch:
+                        batch_rows.append((key, *cells))
+                    elif had_batch:
+                        drop_batch.append((key,))
+                record = old.get(key)
+                if record is None and update.plain:
+                    hot_rows.append(_new_record(update))
+                    continue
+                row = _Row.read(key, record, links.get(key), update.touches_cold)
                 had_links = row.has_links
                 row.apply(update)
                 content = update.content
                 if isinstance(content, bytes):
-                    contents.append((update.key, content))
+                    contents.append((key, content))
                     row.has_content = True
                 elif content is False:
                     if row.has_content:
-                        drop_content.append((update.key,))
+                        drop_content.append((key,))
                     row.has_content = False
                 if update.touches_cold:
                     row.has_links = any(row.blobs[j] for j in _COLD)
                     if row.has_links:
                         cold_rows.append(row.cold_record())
                     elif had_links:
-                        drop_cold.append((update.key,))
+                        drop_cold.append((key,))
                 if row.is_empty():
-                    if record:
-                        drop_rows.append((update.key,))
-                    continue
+                    if update.touches_batch:
+                        keep = has_batch
+                    else:
+                        keep = bool(read(f"SELECT 1 FROM {b} WHERE key IN ", [key]))
+                    if not keep:
+                        if record:
+                            drop_rows.append((key,))
+                        continue
                 hot_rows.append(row.hot_record())
-            conn.executemany(upsert_hot, hot_rows)
+            if hot_rows:
+                conn.executemany(upsert_hot, hot_rows)
             if cold_rows:
                 conn.executemany(upsert_cold, cold_rows)
+            if batch_rows:
+                conn.executemany(upsert_batch, batch_rows)
+            for places, rows in marks.items():
+                names = [_BATCH_NAMES[j] for j in places]
+                conn.executemany(
+                    f"INSERT INTO {b} (key, {', '.join(names)})"
+                    f" VALUES ({', '.join('?' * (1 + len(names)))}) ON CONFLICT (key) DO UPDATE SET "
+                    + ", ".join(f"{n} = excluded.{n}" for n in names),
+                    rows,
+                )
             if contents:
                 conn.executemany(
                     f"INSERT INTO {c} (key, value) VALUES (?, ?)"
                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     contents,
                 )
-            for table, keys in ((c, drop_content), (k, drop_cold), (t, drop_rows)):
+            for table, keys in (
+                (c, drop_content),
+                (k, drop_cold),
+                (b, drop_batch),
+                (t, drop_rows),
+            ):
                 if keys:
                     conn.executemany(f"DELETE FROM {table} WHERE key = ?", keys)
 
@@ -444,11 +658,23 @@ _FAMILY_BOUNDS = [(family, family + b":", family + b";") for family in FAMILIES]
 
 
 def _group(puts: Cells) -> dict[bytes, Cells]:
-    """*puts* split by family. Sorting the columns (in C) and cutting the sorted list at each
-    family's bounds costs far less than looking at every column in Python."""
+    """*puts* split by family.
+
+    A few cells are grouped one by one. For many, sorting the columns (in C) and cutting the
+    sorted list at each family's bounds costs far less than looking at every column in Python.
+    """
+    groups: dict[bytes, Cells] = {}
+    if len(puts) <= 16:
+        for column, value in puts.items():
+            family = column[: column.find(b":")]
+            group = groups.get(family)
+            if group is None:
+                groups[family] = {column: value}
+            else:
+                group[column] = value
+        return groups
     columns = sorted(puts)
     get = puts.__getitem__
-    groups: dict[bytes, Cells] = {}
     found = 0
     for family, low, high in _FAMILY_BOUNDS:
         lo = bisect_left(columns, low)
@@ -466,40 +692,137 @@ def _group(puts: Cells) -> dict[bytes, Cells]:
 
 
 class _Change:
-    """A row update with its cells grouped by family, the content apart."""
+    """A row update with its cells grouped by family, the content and the batch cells apart."""
 
-    __slots__ = ("content", "deletes", "families", "key", "puts", "replace", "touches_cold")
+    __slots__ = (
+        "batch_deletes",
+        "batch_puts",
+        "content",
+        "deletes",
+        "families",
+        "key",
+        "only_batch",
+        "plain",
+        "puts",
+        "replace",
+        "touches_batch",
+        "touches_cold",
+    )
 
     def __init__(self, update: RowUpdate) -> None:
         self.key = update.key
         self.replace = update.replace
         #: bytes when the content is put, False when deleted, None when untouched
         self.content: bytes | bool | None = False if b"f" in update.replace else None
-        puts = _group(update.puts)
+        raw = update.puts
+        #: batch cells put and deleted, by their place in the batch record
+        self.batch_puts: dict[int, bytes] = {}
+        self.batch_deletes: list[int] = []
+        if not (update.deletes or update.replace) and raw.keys() <= _BATCH_KEYS:
+            # batch cells alone (generate's marks): nothing else to sort out
+            self.batch_puts = {_BATCH_INDEX[c]: v for c, v in raw.items()}
+            self.puts: dict[bytes, Cells] = {}
+            self.deletes: dict[bytes, list[bytes]] = {}
+            self.families: set[bytes] = set()
+            self.touches_cold = False
+            self.touches_batch = self.only_batch = bool(raw)
+            self.plain = False
+            return
+        for column, i in _BATCH_INDEX.items():
+            if column in raw:
+                self.batch_puts[i] = raw[column]
+        if self.batch_puts:
+            raw = {c: v for c, v in raw.items() if c not in _BATCH_INDEX}
+        puts = _group(raw)
         deletes: dict[bytes, list[bytes]] = {}
         for column in update.deletes:
-            deletes.setdefault(column[: column.find(b":")], []).append(column)
+            place = _BATCH_INDEX.get(column)
+            if place is None:
+                deletes.setdefault(column[: column.find(b":")], []).append(column)
+            else:
+                self.batch_deletes.append(place)
         f = puts.get(b"f")
         if f is not None and CONTENT_COLUMN in f:
             self.content = f.pop(CONTENT_COLUMN)
+            if not f:
+                del puts[b"f"]
         if CONTENT_COLUMN in deletes.get(b"f", ()):
             self.content = False
         self.puts = puts
         self.deletes = deletes
         self.families = set(puts) | set(deletes) | set(update.replace)
         self.touches_cold = any(_FAMILY_INDEX.get(family) in _COLD_SET for family in self.families)
+        self.touches_batch = bool(
+            self.batch_puts or self.batch_deletes or not _BATCH_FAMILIES.isdisjoint(self.replace)
+        )
+        # Puts of batch cells alone skip the main record; a delete goes the long way, which
+        # drops the row's main record if nothing is left of the row.
+        self.only_batch = bool(self.batch_puts) and not (
+            self.families or self.batch_deletes or self.content is not None
+        )
+        #: cells of the main record put, and nothing else changed
+        self.plain = (
+            bool(puts)
+            and not (deletes or self.replace or self.touches_cold or self.touches_batch)
+            and self.content is None
+        )
+
+    def apply_batch(self, cells: list[bytes | None]) -> None:
+        """Apply this change to the cells of the row's batch record."""
+        for family in self.replace:
+            if family in _BATCH_FAMILIES:
+                for i, column in enumerate(_BATCH):
+                    if column.startswith(family + b":"):
+                        cells[i] = None
+        for i, value in self.batch_puts.items():
+            cells[i] = value
+        for i in self.batch_deletes:
+            cells[i] = None
+
+
+def _new_record(change: _Change) -> tuple[Any, ...]:
+    """The main record of a row that did not exist, from a :attr:`_Change.plain` change: the
+    record :class:`_Row` would build, without its bookkeeping (inject writes many of them)."""
+    puts = change.puts
+    copies = []
+    for column in _COPIES:
+        cells = puts.get(column[: column.find(b":")])
+        copies.append(None if cells is None else cells.get(column))
+    raw = copies[0]
+    fetch_time = int.from_bytes(raw, "big", signed=True) if raw and len(raw) == 8 else 0
+    mk = puts.get(b"mk")
+    marks = [None if mk is None else mk.get(b"mk:" + name) for name in _MARKER_COLUMNS]
+    blobs = [puts.get(FAMILIES[j]) for j in _HOT]
+    return (
+        change.key,
+        fetch_time,
+        *copies,
+        *marks,
+        0,
+        0,
+        *[_dumps(cells) if cells else None for cells in blobs],
+    )
+
+
+#: Where the columns of a main record start: key, fetch time, copies, markers, flags, families.
+_M_COPIES = 2
+_M_MARKS = _M_COPIES + len(_COPIES)
+_M_LINKS = _M_MARKS + len(_MARKER_COLUMNS)
+_M_FAMILIES = _M_LINKS + 2
 
 
 class _Row:
     """One row while a write changes it. Family blobs are decoded only when the write touches
-    their family; the second record's families are known only when the write touches one."""
+    their family; the second record's families are known only when the write touches one. The
+    batch record is handled apart (:meth:`_Change.apply_batch`)."""
 
-    __slots__ = ("blobs", "fetch_time", "has_content", "has_links", "key", "marks")
+    __slots__ = ("blobs", "copies", "fetch_time", "has_content", "has_links", "key", "marks")
 
     def __init__(
         self,
         key: bytes,
         fetch_time: int,
+        copies: list[bytes | None],
         marks: list[bytes | None],
         blobs: list[bytes | Cells | None],
         has_links: bool,
@@ -507,6 +830,7 @@ class _Row:
     ) -> None:
         self.key = key
         self.fetch_time = fetch_time
+        self.copies = copies
         self.marks = marks
         self.blobs = blobs
         self.has_links = has_links
@@ -522,13 +846,23 @@ class _Row:
     ) -> _Row:
         blobs: list[bytes | Cells | None] = [None] * len(FAMILIES)
         if hot is None:
-            return cls(key, 0, [None, None, None], blobs, False, False)
-        for j, blob in zip(_HOT, hot[7:], strict=True):
+            return cls(
+                key, 0, [None] * len(_COPIES), [None] * len(_MARKER_COLUMNS), blobs, False, False
+            )
+        for j, blob in zip(_HOT, hot[_M_FAMILIES:], strict=True):
             blobs[j] = blob
         if cold is not None:
             for j, blob in zip(_COLD, cold, strict=True):
                 blobs[j] = blob
-        return cls(key, hot[1], list(hot[2:5]), blobs, bool(hot[5]), bool(hot[6]))
+        return cls(
+            key,
+            hot[1],
+            list(hot[_M_COPIES:_M_MARKS]),
+            list(hot[_M_MARKS:_M_LINKS]),
+            blobs,
+            bool(hot[_M_LINKS]),
+            bool(hot[_M_LINKS + 1]),
+        )
 
     def _family(self, index: int) -> Cells:
         blob = self.blobs[index]
@@ -542,7 +876,7 @@ class _Row:
         return cells
 
     def apply(self, change: _Change) -> None:
-        """Apply *change* to the families it touches (not to the content)."""
+        """Apply *change* to the families it touches (not to the content or batch cells)."""
         for family in change.replace:
             self.blobs[_FAMILY_INDEX[family]] = {}
         for family, cells in change.puts.items():
@@ -551,9 +885,12 @@ class _Row:
             cells = self._family(_FAMILY_INDEX[family])
             for column in columns:
                 cells.pop(column, None)
-        f = self.blobs[0]
-        if isinstance(f, dict):
-            raw = f.get(b"f:ts")
+        for n, (column, index) in enumerate(zip(_COPIES, _COPY_FAMILY, strict=True)):
+            blob = self.blobs[index]
+            if isinstance(blob, dict):
+                self.copies[n] = blob.get(column)
+        if isinstance(self.blobs[0], dict):
+            raw = self.copies[0]
             self.fetch_time = (
                 int.from_bytes(raw, "big", signed=True) if raw and len(raw) == 8 else 0
             )
@@ -562,6 +899,7 @@ class _Row:
             self.marks = [mk.get(b"mk:" + name) for name in _MARKER_COLUMNS]
 
     def is_empty(self) -> bool:
+        """Whether the row has no cell outside its batch record."""
         return not (self.has_content or self.has_links or any(self.blobs[j] for j in _HOT))
 
     def _encoded(self, indexes: list[int]) -> list[bytes | None]:
@@ -574,6 +912,7 @@ class _Row:
         return (
             self.key,
             self.fetch_time,
+            *self.copies,
             *self.marks,
             int(self.has_links),
             int(self.has_content),
@@ -588,6 +927,7 @@ class _Reader:
     """Turns selected records into cells, decoding only the families a read asks for.
 
     *extra* columns are read for a test in Python and dropped from the result unless asked.
+    A record is ``key, fetch_time, id, content, <batch cells>, <family records>``.
     """
 
     def __init__(self, columns: Sequence[bytes] | None, extra: Sequence[bytes] = ()) -> None:
@@ -596,12 +936,15 @@ class _Reader:
             self.families = list(range(len(FAMILIES)))
             self.content = True
             self.drop: set[bytes] = set()
+            self.batch: tuple[bytes, ...] = _BATCH
             return
         wanted = set(columns)
         whole = {c for c in wanted if b":" not in c}
         self.exact = {c for c in wanted if b":" in c and c.partition(b":")[0] not in whole}
+        asked = wanted | set(extra)
+        self.batch = tuple(c for c in _BATCH if c in asked or c[: c.find(b":")] in whole)
         # A column of a family the table lacks reads as missing, as in HBase.
-        needed = {c.partition(b":")[0] for c in wanted | set(extra)}
+        needed = {c.partition(b":")[0] for c in asked if c not in _BATCH_INDEX}
         self.families = sorted(_FAMILY_INDEX[f] for f in needed if f in _FAMILY_INDEX)
         self.content = CONTENT_COLUMN in wanted or b"f" in wanted
         self.drop = {c for c in extra if c not in wanted and c.partition(b":")[0] not in whole}
@@ -609,30 +952,52 @@ class _Reader:
         if not self.exact and not self.drop:
             self.exact = None  # whole families only: nothing to filter
 
-    def select(self, table: str, links_table: str, content_table: str) -> str:
-        cols = ["w.key", "w.fetch_time", "c.value" if self.content else "NULL"]
+    def select(
+        self,
+        table: str,
+        links_table: str,
+        content_table: str,
+        batch_table: str,
+        *,
+        by_batch: bool = False,
+    ) -> str:
+        """The ``SELECT … FROM`` of a read; with *by_batch*, driven by the batch records (``b``)
+        rather than by the main records (``w``)."""
+        cols = ["w.key", "w.fetch_time", "w.id", "c.value" if self.content else "NULL"]
+        cols += [f"b.{_BATCH_NAMES[_BATCH_INDEX[c]]}" for c in self.batch]
         cols += [
             f"{'k' if i in _COLD_SET else 'w'}.{_quote(_FAMILY_COLUMNS[i])}" for i in self.families
         ]
-        join = ""
+        if by_batch:  # CROSS JOIN: SQLite keeps this order, from the batch index
+            source = f"{batch_table} AS b CROSS JOIN {table} AS w ON w.key = b.key"
+        elif self.batch:
+            source = f"{table} AS w LEFT JOIN {batch_table} AS b ON b.key = w.key"
+        else:
+            source = f"{table} AS w"
         if any(i in _COLD_SET for i in self.families):
-            join += f" LEFT JOIN {links_table} AS k ON k.key = w.key"
+            source += f" LEFT JOIN {links_table} AS k ON k.key = w.key"
         if self.content:
-            join += f" LEFT JOIN {content_table} AS c ON c.key = w.key"
-        return f"SELECT {', '.join(cols)} FROM {table} AS w{join}"
+            source += f" LEFT JOIN {content_table} AS c ON c.key = w.key"
+        return f"SELECT {', '.join(cols)} FROM {source}"
 
     def rows(
         self, records: Sequence[Any], marker: tuple[bytes, bytes] | None = None
     ) -> Iterator[tuple[bytes, Cells]]:
         exact, drop = self.exact, self.drop
         test = marker and (b"mk:" + marker[0], marker[1])
+        batch = self.batch
+        first = 4 + len(batch)
         for record in records:
             cells: Cells = {}
-            for blob in record[3:]:
+            for blob in record[first:]:
                 if blob is not None:
                     cells.update(_loads(blob, record[0]))
-            if record[2] is not None:
-                cells[CONTENT_COLUMN] = record[2]
+            if batch:
+                for column, value in zip(batch, record[4:first], strict=True):
+                    if value is not None:
+                        cells[column] = value
+            if record[3] is not None:
+                cells[CONTENT_COLUMN] = record[3]
             if test and cells.get(test[0]) != test[1]:
                 continue
             if exact is not None:
