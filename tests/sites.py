@@ -36,6 +36,8 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -259,6 +261,52 @@ class Site:
         with self._lock:
             times = [h.at for h in self.hits[host] if h.path != "/robots.txt"]
         return [b - a for a, b in itertools.pairwise(times)]
+
+
+# --- a small site of linked pages ----------------------------------------------------------------
+
+
+class _GraphHandler(BaseHTTPRequestHandler):
+    """Serves ``server.graph`` (path -> (title, links)) as small HTML pages, 404 elsewhere, and
+    appends each requested path to ``server.hits``."""
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        server = self.server
+        server.hits.append(self.path)  # type: ignore[attr-defined]
+        page = server.graph.get(self.path)  # type: ignore[attr-defined]
+        if page is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        title, links = page
+        body = f"<html><title>{title}</title><body>{title}"
+        body += "".join(f'<a href="{link}">to {link}</a>' for link in links) + "</body></html>"
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextmanager
+def graph_site(graph: dict[str, tuple[str, list[str]]]) -> Iterator[ThreadingHTTPServer]:
+    """A server on 127.0.0.1 serving *graph* (path -> (title, links)); ``hits`` lists the paths
+    requested, ``server_address[1]`` is its port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GraphHandler)
+    server.graph = graph  # type: ignore[attr-defined]
+    server.hits = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # --- running `scrapy crawl nutch` against a prepared table ---------------------------------------

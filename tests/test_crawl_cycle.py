@@ -3,10 +3,8 @@ loopback site; STOP files and running out of URLs end it."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from sites import graph_site
 
 from nutchy.cli import main
 from nutchy.config import load_settings
@@ -21,36 +19,10 @@ GRAPH = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format, *args):  # quiet
-        pass
-
-    def do_GET(self):
-        page = GRAPH.get(self.path)
-        if page is None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        title, links = page
-        body = f"<html><title>{title}</title><body>{title}"
-        body += "".join(f'<a href="{link}">to {link}</a>' for link in links) + "</body></html>"
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
 def site():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with graph_site(GRAPH) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
 
 
 @pytest.fixture

@@ -5,12 +5,10 @@ batch once it is fetched whole, and leaves a batch fetched in part alone."""
 from __future__ import annotations
 
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sites import NOW_MS, FetchProject, Site, prepare_batch
+from sites import NOW_MS, FetchProject, Site, graph_site, prepare_batch
 
 from nutchy.core.status import CrawlStatus
 from nutchy.jobs.inject import InjectOptions, inject
@@ -26,38 +24,10 @@ GRAPH = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format, *args):  # quiet
-        pass
-
-    def do_GET(self):
-        self.server.hits.append(self.path)  # type: ignore[attr-defined]
-        page = GRAPH.get(self.path)
-        if page is None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        title, links = page
-        body = f"<html><title>{title}</title><body>{title}"
-        body += "".join(f'<a href="{link}">to {link}</a>' for link in links) + "</body></html>"
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
 def site():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.hits = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with graph_site(GRAPH) as server:
+        yield server
 
 
 def base(site) -> str:
