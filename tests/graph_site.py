@@ -30,10 +30,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from typing_extensions import Self
+from sites import LoopbackHosts
 
 
 @dataclass(frozen=True)
@@ -242,35 +240,16 @@ class _Handler(BaseHTTPRequestHandler):
         return code
 
 
-class GraphSite:
+class GraphSite(LoopbackHosts):
     """HTTP servers on *hosts*, serving :attr:`resources` (URL → :class:`Resource`) and the
     robots.txt of each host in *robots* (address → text; none: 404). Use as a context manager."""
 
     def __init__(self, hosts: tuple[str, ...], robots: dict[str, str] | None = None) -> None:
-        self.hosts = hosts
         self.robots = dict(robots or {})
         self.resources: dict[str, Resource] = {}
         self._exchanges: dict[str, list[Exchange]] = defaultdict(list)
         self._lock = threading.Lock()
-        self._servers = [_Server(self, host) for host in hosts]
-        self.ports = {s.address: s.server_address[1] for s in self._servers}
-        self._threads = [
-            threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-            for s in self._servers
-        ]
-
-    def __enter__(self) -> Self:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
-
-    def url(self, host: str, path: str) -> str:
-        return f"http://{host}:{self.ports[host]}{path}"
+        super().__init__(hosts, lambda host: _Server(self, host))
 
     def put(self, url: str, resource: Resource) -> None:
         self.resources[url] = resource

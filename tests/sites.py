@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -206,21 +206,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
 
 
-class Site:
-    """HTTP servers on *hosts* (loopback addresses), with the robots.txt of each in *robots*
-    (address → ``(status, text)``). Use as a context manager."""
+class LoopbackHosts:
+    """One threaded HTTP server per loopback address, each on its own port, made by
+    ``server(address)``; they serve while this is used as a context manager."""
 
     def __init__(
-        self,
-        hosts: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.4"),
-        robots: dict[str, tuple[int, str]] | None = None,
+        self, hosts: tuple[str, ...], server: Callable[[str], ThreadingHTTPServer]
     ) -> None:
         self.hosts = hosts
-        self.robots = dict(robots or {})
-        self.hits: dict[str, list[Hit]] = defaultdict(list)
-        self._lock = threading.Lock()
-        self._servers = [_Server(self, host) for host in hosts]
-        self.ports = {s.address: s.server_address[1] for s in self._servers}
+        self._servers = [server(host) for host in hosts]
+        self.ports = {h: s.server_address[1] for h, s in zip(hosts, self._servers, strict=True)}
         self._threads = [
             threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
             for s in self._servers
@@ -238,6 +233,21 @@ class Site:
 
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.ports[host]}{path}"
+
+
+class Site(LoopbackHosts):
+    """HTTP servers on *hosts* (loopback addresses), with the robots.txt of each in *robots*
+    (address → ``(status, text)``). Use as a context manager."""
+
+    def __init__(
+        self,
+        hosts: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.4"),
+        robots: dict[str, tuple[int, str]] | None = None,
+    ) -> None:
+        self.robots = dict(robots or {})
+        self.hits: dict[str, list[Hit]] = defaultdict(list)
+        self._lock = threading.Lock()
+        super().__init__(hosts, lambda host: _Server(self, host))
 
     def clear(self) -> None:
         """Forget the requests received so far."""
