@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sites import LoopbackHosts
+from sites import LoopbackHosts, send
 
 
 @dataclass(frozen=True)
@@ -230,13 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str = "text/html; charset=utf-8",
         headers: dict[str, str] | None = None,
     ) -> int:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        send(self, code, body, content_type, headers)
         return code
 
 

@@ -160,13 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str = "text/html",
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        send(self, code, body, content_type, headers)
 
     def _conditional(self) -> None:
         last_modified = email.utils.formatdate(LAST_MODIFIED, usegmt=True)
@@ -271,6 +265,23 @@ class Site(LoopbackHosts):
         with self._lock:
             times = [h.at for h in self.hits[host] if h.path != "/robots.txt"]
         return [b - a for a, b in itertools.pairwise(times)]
+
+
+def send(
+    handler: BaseHTTPRequestHandler,
+    code: int,
+    body: bytes,
+    content_type: str,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Answer *handler*'s request: *code*, *body* with its type and length, and *headers*."""
+    handler.send_response(code)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 # --- a small site of linked pages ----------------------------------------------------------------
