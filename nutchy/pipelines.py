@@ -27,10 +27,8 @@ from nutchy.core.parse import ParseConfig, is_truncated, parse_change, parse_con
 from nutchy.core.signature import Signature
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.webpage import WebPage
-from nutchy.jobs._cycle import parse_config, signature, update_config
+from nutchy.jobs._cycle import finish_batch, parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
-from nutchy.jobs.parse import parse_batch
-from nutchy.jobs.updatedb import updatedb
 from nutchy.store import open_table
 from nutchy.store.schema import build_update
 from nutchy.store.table import WebTable
@@ -208,19 +206,11 @@ class NutchDbUpdatePipeline:
         started = time.monotonic()
         if self.table is None:
             self.table = open_table(self.settings)
-        table = self.table
-        if self.parse:
-            parsed = parse_batch(
-                table,
-                batch,
-                config=parse_config(self.settings),
-                signature=signature(self.settings),
-                skip_truncated=get_bool(self.settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
-                timeout=get_float(self.settings, "NUTCH_PARSER_TIMEOUT"),
-                resume=True,
-            )
+        parsed, counts = finish_batch(
+            self.table, self.settings, batch, now=_now_ms(), parse=self.parse
+        )
+        if parsed is not None:
             self.stats.inc_value("nutch/parse/parsed", parsed.parsed)
-        counts = updatedb(table, batch, now=_now_ms(), config=update_config(self.settings, batch))
         for name in ("batch_pages", "existing_targets", "new_rows", "not_added"):
             self.stats.inc_value(f"nutch/updatedb/{name}", getattr(counts, name))
         logger.info(

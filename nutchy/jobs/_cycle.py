@@ -12,9 +12,13 @@ from nutchy.core.update import UpdateConfig
 from nutchy.core.urls import normalize_url
 from nutchy.exceptions import ConfigError
 from nutchy.jobs._settings import get_bool, get_float, get_int, url_filter
+from nutchy.jobs.parse import ParseCounts, parse_batch
+from nutchy.jobs.updatedb import UpdateCounts, updatedb
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+
+    from nutchy.store.table import WebTable
 
 #: Accepted values of ``NUTCH_DB_FETCH_SCHEDULE_CLASS``, with Nutch's class names as aliases.
 SCHEDULES = {
@@ -105,3 +109,23 @@ def parse_config(settings: BaseSettings) -> ParseConfig:
         max_target_length=get_int(settings, "NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH", 1),
         ignore_external_links=get_bool(settings, "NUTCH_DB_IGNORE_EXTERNAL_LINKS"),
     )
+
+
+def finish_batch(
+    table: WebTable, settings: BaseSettings, batch_id: str | None, *, now: int, parse: bool = True
+) -> tuple[ParseCounts | None, UpdateCounts]:
+    """The end of a round, after the fetch of *batch_id*: parse what the fetch did not (``nutchy
+    parse ID -resume``; skipped when *parse* is false), then ``nutchy updatedb ID`` at *now*."""
+    parsed = None
+    if parse:
+        parsed = parse_batch(
+            table,
+            batch_id,
+            config=parse_config(settings),
+            signature=signature(settings),
+            skip_truncated=get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
+            timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
+            resume=True,  # pages the fetch parsed already (NUTCH_FETCHER_PARSE)
+        )
+    updated = updatedb(table, batch_id, now=now, config=update_config(settings, batch_id))
+    return parsed, updated

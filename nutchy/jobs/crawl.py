@@ -20,12 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nutchy.core.generate import new_batch_id
-from nutchy.jobs._cycle import parse_config, signature, update_config
-from nutchy.jobs._settings import get_bool, get_float
+from nutchy.jobs._cycle import finish_batch
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.inject import InjectOptions, inject
-from nutchy.jobs.parse import parse_batch
-from nutchy.jobs.updatedb import updatedb
 from nutchy.store import open_table
 
 if TYPE_CHECKING:
@@ -73,10 +70,6 @@ def crawl(
             report.injected = result.injected
             log(f"inject: {result.injected} URLs injected")
         generate_options = GenerateOptions.from_settings(settings, top_n=top_n)
-        parse_options = parse_config(settings)
-        sig = signature(settings)
-        skip_truncated = get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED")
-        timeout = get_float(settings, "NUTCH_PARSER_TIMEOUT")
         for number in range(1, rounds + 1):
             if stop.exists():
                 report.stopped = f"{stop} found"
@@ -97,18 +90,8 @@ def crawl(
             if code != 0:
                 report.stopped = f"the fetch of batch {batch_id} failed (exit code {code})"
                 break
-            parsed = parse_batch(
-                table,
-                batch_id,
-                config=parse_options,
-                signature=sig,
-                skip_truncated=skip_truncated,
-                timeout=timeout,
-                resume=True,  # pages the fetch parsed already (NUTCH_FETCHER_PARSE)
-            )
-            updated = updatedb(
-                table, batch_id, now=_now(), config=update_config(settings, batch_id)
-            )
+            parsed, updated = finish_batch(table, settings, batch_id, now=_now())
+            assert parsed is not None
             log(f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs")
         else:
             report.stopped = f"{rounds} rounds done"
