@@ -12,6 +12,14 @@ HTML content.
 Phases: ``write`` (batches of 1000 rows, the time to build the rows taken off), ``scan`` (every
 row, every cell, as raw cells), ``scan-pages`` (every row decoded into a WebPage), ``scan-job``
 (the columns generate reads: status, fetch time, interval, score, markers).
+
+The ``floor`` rows measure, in the same invocation and on the same rows, the least any store of
+these rows in SQLite must do: plain SQLite with the embedded store's settings (64 KiB pages, WAL,
+``synchronous=NORMAL``, 64 MB cache), one table of ``(id, key UNIQUE, small families, other
+families)`` and one of content, each row's cells split in two marshalled dicts, written with
+``executemany`` in the same batches; scanned in key order with the content joined and both dicts
+decoded. No update semantics, no index for generate, no markers apart. The embedded store's
+figures are also given as a ratio to it.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,6 +79,64 @@ def page_cells(i: int) -> tuple[bytes, dict[bytes, bytes]]:
     return reverse_url(url).encode(), cells
 
 
+_SMALL_FAMILIES = (b"f:", b"s:", b"mk:", b"mtdt:")
+
+
+def floor_phase(args: argparse.Namespace) -> tuple[int, int, float]:
+    """The ``floor`` backend's phase: plain SQLite, see the module's docstring."""
+    import marshal
+    import sqlite3
+
+    path = Path(args.dir) / "floor.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    for pragma in ("page_size = 65536", "journal_mode = WAL", "synchronous = NORMAL"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("PRAGMA cache_size = -65536")
+    conn.execute("PRAGMA wal_autocheckpoint = 4096")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE,"
+        " small BLOB, other BLOB)"
+    )
+    conn.execute("CREATE TABLE IF NOT EXISTS c (id INTEGER PRIMARY KEY, value BLOB)")
+    n = nbytes = 0
+    start = time.perf_counter()
+    if args.phase == "write":
+        made = 0.0
+        for first in range(0, args.rows, BATCH):
+            made_start = time.perf_counter()
+            rows = [page_cells(i) for i in range(first, min(first + BATCH, args.rows))]
+            made += time.perf_counter() - made_start
+            records, contents = [], []
+            for i, (key, cells) in enumerate(rows, first + 1):
+                nbytes += sum(len(v) for v in cells.values())
+                content = cells.pop(b"f:cnt")
+                small = {c: v for c, v in cells.items() if c.startswith(_SMALL_FAMILIES)}
+                other = {c: v for c, v in cells.items() if c not in small}
+                records.append((i, key, marshal.dumps(small, 4), marshal.dumps(other, 4)))
+                contents.append((i, content))
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", records)
+            conn.executemany("INSERT INTO c VALUES (?, ?)", contents)
+            conn.execute("COMMIT")
+        n = args.rows
+        elapsed = time.perf_counter() - start - made
+    else:
+        loads = marshal.loads
+        for _key, small, other, content in conn.execute(
+            "SELECT t.key, small, other, c.value FROM t LEFT JOIN c USING (id) ORDER BY t.key"
+        ):
+            cells = loads(small)
+            cells.update(loads(other))
+            if content is not None:
+                cells[b"f:cnt"] = content
+            n += 1
+            nbytes += len(cells.get(b"f:cnt", b""))
+        elapsed = time.perf_counter() - start
+    conn.close()
+    return n, nbytes, elapsed
+
+
 def open_backend(args: argparse.Namespace):
     if args.backend == "embedded":
         from nutchy.store.embedded import EmbeddedStore
@@ -84,6 +151,16 @@ def phase(args: argparse.Namespace) -> dict[str, float]:
     """Run one phase in this (child) process and return its measurements."""
     from nutchy.store.schema import RowUpdate, decode_page
 
+    if args.backend == "floor":
+        n, nbytes, elapsed = floor_phase(args)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {
+            "rows": n,
+            "seconds": elapsed,
+            "rows_per_s": n / elapsed,
+            "bytes": nbytes,
+            "rss": rss,
+        }
     store = open_backend(args)
     store.create()
     start = time.perf_counter()
@@ -154,6 +231,7 @@ def main() -> None:
     parser.add_argument("--backend", default="embedded")
     parser.add_argument("--dir")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--no-floor", action="store_true", help="skip the plain SQLite floor")
     args = parser.parse_args()
     if args.child:
         args.phase = args.child
@@ -168,6 +246,14 @@ def main() -> None:
                 results.append((label, rows, name, run_phase("embedded", name, rows, directory)))
             size = sum(f.stat().st_size for f in Path(directory).iterdir())
             results.append((label, rows, "file size", {"bytes": size}))
+            shutil.rmtree(directory)
+            if not args.no_floor:
+                directory = str(Path(tmp) / f"f{rows}")
+                for name in ("write", "scan"):
+                    results.append(("floor", rows, name, run_phase("floor", name, rows, directory)))
+                size = sum(f.stat().st_size for f in Path(directory).iterdir())
+                results.append(("floor", rows, "file size", {"bytes": size}))
+                shutil.rmtree(directory)
         server, port = start_hbase_server()
         try:
             directory = str(Path(tmp) / "h")
@@ -201,6 +287,18 @@ def main() -> None:
             f"| {label} | {rows:,} | {name} | {r['rows_per_s']:,.0f} | {r['bytes'] / r['seconds'] / 2**20:,.1f}"
             f" | {r['seconds']:,.1f} | {r['rss']:,.0f} |"
         )
+    floor = {(rows, name): r for label, rows, name, r in results if label == "floor"}
+    if floor:
+        print()
+        print("| rows | phase | embedded rows/s | floor rows/s | embedded / floor |")
+        print("|---:|---|---:|---:|---:|")
+        for label, rows, name, r in results:
+            f = floor.get((rows, name))
+            if label == "embedded" and f and "rows_per_s" in r:
+                print(
+                    f"| {rows:,} | {name} | {r['rows_per_s']:,.0f} | {f['rows_per_s']:,.0f}"
+                    f" | {r['rows_per_s'] / f['rows_per_s']:.2f} |"
+                )
     scans = {
         rows: r["rss"] for label, rows, name, r in results if label == "embedded" and name == "scan"
     }

@@ -653,15 +653,11 @@ class EmbeddedStore:
         return result
 
 
-#: For each family, the first column of it and the first column after it, in byte order.
-_FAMILY_BOUNDS = [(family, family + b":", family + b";") for family in FAMILIES]
-
-
 def _group(puts: Cells) -> dict[bytes, Cells]:
     """*puts* split by family.
 
     A few cells are grouped one by one. For many, sorting the columns (in C) and cutting the
-    sorted list at each family's bounds costs far less than looking at every column in Python.
+    sorted list where each family ends costs far less than looking at every column in Python.
     """
     groups: dict[bytes, Cells] = {}
     if len(puts) <= 16:
@@ -675,19 +671,19 @@ def _group(puts: Cells) -> dict[bytes, Cells]:
         return groups
     columns = sorted(puts)
     get = puts.__getitem__
-    found = 0
-    for family, low, high in _FAMILY_BOUNDS:
-        lo = bisect_left(columns, low)
-        hi = bisect_left(columns, high, lo)
-        if lo < hi:
-            part = columns[lo:hi]
+    i, n = 0, len(columns)
+    while i < n:
+        first = columns[i]
+        family = first[: first.find(b":")]
+        # the family's columns are those from ``family:`` up to ``family;`` (';' follows ':')
+        end = bisect_left(columns, family + b";", i + 1)
+        part = columns[i:end]
+        group = groups.get(family)
+        if group is None:
             groups[family] = dict(zip(part, map(get, part), strict=True))
-            found += hi - lo
-    if found != len(columns):  # columns of families the table lacks: group them too
-        known = {c for cells in groups.values() for c in cells}
-        for column in columns:
-            if column not in known:
-                groups.setdefault(column[: column.find(b":")], {})[column] = puts[column]
+        else:
+            group.update(zip(part, map(get, part), strict=True))
+        i = end
     return groups
 
 
@@ -988,10 +984,15 @@ class _Reader:
         batch = self.batch
         first = 4 + len(batch)
         for record in records:
-            cells: Cells = {}
+            cells: Cells | None = None
             for blob in record[first:]:
                 if blob is not None:
-                    cells.update(_loads(blob, record[0]))
+                    if cells is None:  # the first record's dict is new: it becomes the row's
+                        cells = _loads(blob, record[0])
+                    else:
+                        cells.update(_loads(blob, record[0]))
+            if cells is None:
+                cells = {}
             if batch:
                 for column, value in zip(batch, record[4:first], strict=True):
                     if value is not None:
