@@ -96,6 +96,7 @@ _BATCH = (
 )
 _BATCH_NAMES = ("gen_mark", "bid", "npt", "ngt")
 _BATCH_INDEX = {column: i for i, column in enumerate(_BATCH)}
+_BATCH_PLACES = {column: (i, column[: column.find(b":")]) for i, column in enumerate(_BATCH)}
 _BATCH_KEYS = _BATCH_INDEX.keys()
 _BATCH_FAMILIES = frozenset(c[: c.find(b":")] for c in _BATCH)
 _NO_BATCH: tuple[None, ...] = (None,) * len(_BATCH)
@@ -724,12 +725,15 @@ class _Change:
             self.touches_batch = self.only_batch = bool(raw)
             self.plain = False
             return
-        for column, i in _BATCH_INDEX.items():
-            if column in raw:
-                self.batch_puts[i] = raw[column]
-        if self.batch_puts:
-            raw = {c: v for c, v in raw.items() if c not in _BATCH_INDEX}
         puts = _group(raw)
+        # the batch cells are taken out of their families' groups (a copy of *raw* without
+        # them would cost a pass over every cell)
+        for column, (i, family) in _BATCH_PLACES.items():
+            group = puts.get(family)
+            if group is not None and column in group:
+                self.batch_puts[i] = group.pop(column)
+                if not group:
+                    del puts[family]
         deletes: dict[bytes, list[bytes]] = {}
         for column in update.deletes:
             place = _BATCH_INDEX.get(column)
