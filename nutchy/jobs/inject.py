@@ -250,17 +250,20 @@ def _write_chunk(
     result: InjectResult,
     templates: dict[tuple[float | None, int | None], RowUpdate],
 ) -> None:
+    # In key order: the rows land side by side in the store's key index (and in HBase regions).
+    chunk.sort(key=_key_of)
     existing = table.get_many([seed.key for seed in chunk], _EXISTS_FIELDS)
     for seed in chunk:
         exists = seed.key in existing
         if not exists and not seed.metadata:
             # The common case, a new row from a plain URL line: its cells depend only on the
-            # score and interval, so they are encoded once and copied.
+            # score and interval, so they are encoded once and shared (no store modifies the
+            # cells of an update, and the embedded store sorts shared cells out once).
             template = templates.get((seed.score, seed.fetch_interval))
             if template is None:
                 template = _update(seed, False, options, now)
                 templates[seed.score, seed.fetch_interval] = template
-            writer.add(RowUpdate(seed.key.encode(), dict(template.puts)))
+            writer.add(RowUpdate(seed.key.encode(), template.puts))
             result.injected += 1
             continue
         change = _change(seed, exists, options, now)
@@ -274,6 +277,10 @@ def _write_chunk(
             result.overwritten += 1
         else:
             result.updated += 1
+
+
+def _key_of(seed: Seed) -> str:
+    return seed.key
 
 
 def _change(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowChange:

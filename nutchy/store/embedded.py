@@ -418,7 +418,7 @@ class EmbeddedStore:
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates* in one transaction: all of them, or none if anything fails."""
-        changes = [_Change(update) for update in coalesce(updates)]
+        changes = _changes(coalesce(updates))
         self._check_families(changes)
         if changes:
             with self._lock:
@@ -691,6 +691,26 @@ def _group(puts: Cells) -> dict[bytes, Cells]:
     return groups
 
 
+def _changes(updates: Sequence[RowUpdate]) -> list[_Change]:
+    """The changes of *updates*. Updates that share one ``puts`` mapping and delete nothing
+    (inject's new rows, copied from one template) share the work of sorting out their cells."""
+    changes: list[_Change] = []
+    shared: dict[int, _Change] = {}
+    for update in updates:
+        if update.deletes or update.replace:
+            changes.append(_Change(update))
+            continue
+        model = shared.get(id(update.puts))
+        if model is None:
+            model = shared[id(update.puts)] = _Change(update)
+            changes.append(model)
+            continue
+        if model.plain and model.record is None:
+            model.record = _new_record(model)[1:]
+        changes.append(model.for_key(update.key))
+    return changes
+
+
 class _Change:
     """A row update with its cells grouped by family, the content and the batch cells apart."""
 
@@ -704,13 +724,18 @@ class _Change:
         "only_batch",
         "plain",
         "puts",
+        "record",
         "replace",
         "touches_batch",
         "touches_cold",
     )
 
+    #: The main record of a new row without its key, when known (see :func:`_changes`).
+    record: tuple[Any, ...] | None
+
     def __init__(self, update: RowUpdate) -> None:
         self.key = update.key
+        self.record = None
         self.replace = update.replace
         #: bytes when the content is put, False when deleted, None when untouched
         self.content: bytes | bool | None = False if b"f" in update.replace else None
@@ -767,6 +792,25 @@ class _Change:
             and self.content is None
         )
 
+    def for_key(self, key: bytes) -> _Change:
+        """The same change on the row *key*; the two share their cells, which no write
+        modifies."""
+        clone = _Change.__new__(_Change)
+        clone.key = key
+        clone.record = self.record
+        clone.replace = self.replace
+        clone.content = self.content
+        clone.batch_puts = self.batch_puts
+        clone.batch_deletes = self.batch_deletes
+        clone.puts = self.puts
+        clone.deletes = self.deletes
+        clone.families = self.families
+        clone.touches_cold = self.touches_cold
+        clone.touches_batch = self.touches_batch
+        clone.only_batch = self.only_batch
+        clone.plain = self.plain
+        return clone
+
     def apply_batch(self, cells: list[bytes | None]) -> None:
         """Apply this change to the cells of the row's batch record."""
         for family in self.replace:
@@ -783,6 +827,8 @@ class _Change:
 def _new_record(change: _Change) -> tuple[Any, ...]:
     """The main record of a row that did not exist, from a :attr:`_Change.plain` change: the
     record :class:`_Row` would build, without its bookkeeping (inject writes many of them)."""
+    if change.record is not None:
+        return (change.key, *change.record)
     puts = change.puts
     copies = []
     for column in _COPIES:
