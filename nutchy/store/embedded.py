@@ -414,6 +414,49 @@ class EmbeddedStore:
             if len(raw) < n:
                 return
 
+    def scan_due_by_score(
+        self, due_before: int, page_size: int = 1000
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows due at *due_before* (ms), highest ``s:s`` first, as tuples of raw cells:
+        ``(s:s, key, mk:_gnmrk_, mk:dist, mtdt:_ngt_, f:ts, f:fi)``, ``None`` for a missing
+        cell: what generate reads.
+
+        Rows come by the bytes of ``s:s`` in descending order (rows without a score last), which
+        is descending order of the scores themselves while they are finite and not negative
+        (big-endian IEEE floats). Rows of equal bytes come in no given order. SQLite reads the
+        due part of the due index and sorts it; the rows are then streamed *page_size* at a time
+        from one read of the file, on a connection of the scan's own (so that the store stays
+        free for writes while the rows are consumed, and the rows are one snapshot).
+        """
+        with self._lock:
+            self._check_layout()
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        try:
+            conn.execute("PRAGMA cache_size = -65536")
+            cursor = conn.execute(
+                f"SELECT w.sc, w.key, b.gen_mark, w.dist, b.ngt, w.ts, w.fi"
+                f" FROM {self._t} AS w INDEXED BY {_quote(self.table_name + '_due')}"
+                f" LEFT JOIN {self._b} AS b ON b.key = w.key"
+                " WHERE w.fetch_time <= ? ORDER BY w.sc DESC",
+                (due_before,),
+            )
+            while rows := cursor.fetchmany(page_size):
+                yield from rows
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise TableMissing(
+                    f"table {self.table_name!r} does not exist in {self.path};"
+                    " run 'nutchy storage init' or 'nutchy inject'"
+                ) from exc
+            raise StoreError(f"{self}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self}: {exc}") from exc
+        finally:
+            conn.close()
+
     # --- writes --------------------------------------------------------------------------------
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
