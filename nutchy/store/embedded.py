@@ -468,7 +468,11 @@ class EmbeddedStore:
                 self._transaction(lambda: self._apply(changes))
 
     def _check_families(self, changes: list[_Change]) -> None:
+        checked: set[int] = set()  # changes that share their cells share their families
         for change in changes:
+            if id(change.families) in checked:
+                continue
+            checked.add(id(change.families))
             unknown = change.families - _FAMILY_INDEX.keys()
             if unknown:
                 raise StoreError(
