@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from nutchy.core.generate import (
     GenerateConfig,
+    OutOfOrder,
+    ScoredRow,
     Selector,
     batch_time,
     generator_sort_value,
@@ -17,6 +19,7 @@ from nutchy.core.generate import (
     new_batch_id,
     partition_for,
     read_generate_time,
+    select_in_score_order,
 )
 from nutchy.core.schedule import Due, should_fetch
 from nutchy.core.urlfilter import RegexURLFilter
@@ -358,3 +361,102 @@ def test_deferred_url_checks_give_the_batch_or_say_they_cannot(rows, top_n, max_
         eager = Selector(config, NOW)
         eager.add_all(pages)
         assert [s.url for s in eager.result()] == expected
+
+
+#: Rows for the walk in score order: host, path number, score, generate mark, ``_ngt_``, dist.
+scored_rows_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(HOSTS),
+        st.integers(0, 40),
+        st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]),
+        st.sampled_from(
+            [None, None, None, new_batch_id(NOW - 9 * DAY, 1), new_batch_id(NOW, 1), "custom"]
+        ),
+        st.sampled_from([None, (NOW - 9 * DAY).to_bytes(8, "big"), b"bad"]),
+        st.sampled_from([None, None, "0", "2", "x"]),
+    ),
+    max_size=80,
+    unique_by=lambda t: (t[0], t[1]),
+)
+ORDER_FREE_COUNTS = ("seen", "generated", "expired", "distance", "not_due", "min_score", "selected")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    scored_rows_strategy,
+    st.one_of(st.none(), st.integers(1, 30)),
+    st.sampled_from([-1, 0, 1, 2, 3]),
+    st.sampled_from(["host", "domain"]),
+    st.sampled_from([0.0, 1.0, 2.5]),
+    st.sampled_from([-1, 1]),
+    st.sampled_from([-1, 0, 604_800_000]),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_walk_in_score_order_selects_as_the_selector(
+    rows, top_n, max_count, mode, min_score, max_distance, gen_delay, checks, rnd
+):
+    config = GenerateConfig(
+        top_n=top_n,
+        max_count=max_count,
+        count_mode=mode,
+        min_score=min_score,
+        max_distance=max_distance,
+        gen_delay=gen_delay,
+        normalize=checks,
+        url_filter=REJECT_SEVENS if checks else None,
+    )
+    # Some keys are not normalized ("HTTP" in the host) and some are not keys at all.
+    keys = {
+        (h, n): reverse_url(f"http://{h}/p{n}") if n % 13 else f"{h}:http/P{n}/../x"
+        for h, n, *_ in rows
+    }
+    keys.update({(h, n): "nocolon" for h, n, *_ in rows if n == 39})
+    pages = []
+    for h, n, score, mark, ngt, dist in rows:
+        markers = {k: v for k, v in (("_gnmrk_", mark), ("dist", dist)) if v is not None}
+        metadata = {} if ngt is None else {"_ngt_": ngt}
+        pages.append(
+            WebPage(
+                keys[h, n],
+                score=score,
+                fetch_time=NOW - DAY,
+                fetch_interval=2592000,
+                markers=markers,
+                metadata=metadata,
+            )
+        )
+    rnd.shuffle(pages)
+    selector = Selector(config, NOW)
+    selector.add_all(pages)
+    expected = selector.result()
+    # Best score first; rows of one score in any order.
+    ordered = sorted(pages, key=lambda p: (-p.score, rnd.random()))
+    scored = [
+        ScoredRow(
+            p.score,
+            p.key,
+            p.markers.get("_gnmrk_"),
+            p.markers.get("dist"),
+            p.metadata.get("_ngt_"),
+        )
+        for p in ordered
+    ]
+    batch, counts = select_in_score_order(scored, config, NOW)
+    assert batch == expected
+    for name in ORDER_FREE_COUNTS:
+        assert getattr(counts, name) == getattr(selector.counts, name), name
+    assert sum(counts.as_dict().values()) - counts.expired == counts.seen * 2
+
+
+def test_walk_in_score_order_refuses_what_it_cannot_rank():
+    config = GenerateConfig(top_n=5)
+    row = ScoredRow(1.0, "com.a:http/", None, None, None)
+    with pytest.raises(OutOfOrder):
+        select_in_score_order([row, row._replace(score=2.0)], config, NOW)
+    for bad in (-1.0, -0.0, float("nan")):
+        with pytest.raises(ValueError):
+            select_in_score_order([row._replace(score=bad)], config, NOW)
+    custom = GenerateConfig(sort_value=lambda p: p.score)
+    with pytest.raises(ValueError, match="default sort value"):
+        select_in_score_order([row], custom, NOW)

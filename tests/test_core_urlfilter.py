@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nutchy.core.urlfilter import (
@@ -216,3 +216,50 @@ def test_default_rules_trap_rule_stays_fast_on_long_paths(default_filter: RegexU
     started = time.perf_counter()
     assert default_filter.accepts(url)
     assert time.perf_counter() - started < 2.0
+
+
+#: The trap rule as first written, without possessive quantifiers: the default rule must give
+#: the same answer on every URL.
+_PLAIN_TRAP_RULE = re.compile(
+    r"(?i)^[a-z][a-z0-9+.\-]*://[^/?#]*(?:/[^/?#]*)*?(/[^/?#]+)(?:/[^/?#]*)*?\1(?:/[^/?#]*)*?\1"
+    r"(?:[/?#]|$)"
+)
+
+
+def _trap_rule(default_filter: RegexURLFilter) -> re.Pattern[str]:
+    (expression,) = [e for _, e in default_filter.rules if r"\1" in e]
+    return re.compile(expression)
+
+
+@given(
+    st.lists(
+        st.sampled_from(["/", "a", "A", "ab", "b", "?", "#", ".", "é", "É", "\n"]), max_size=14
+    ),
+    st.sampled_from(["http://h", "https://ex.com", "HTTP://H", "ftp://x", "http:/"]),
+)
+@settings(max_examples=1000)
+def test_default_trap_rule_matches_as_the_plain_rule(
+    default_filter: RegexURLFilter, parts: list[str], start: str
+) -> None:
+    url = start + "".join(parts)
+    trap = _trap_rule(default_filter)
+    assert (trap.search(url) is None) == (_PLAIN_TRAP_RULE.search(url) is None)
+
+
+@pytest.mark.parametrize(
+    ("url", "trapped"),
+    [
+        ("http://h/a/b/a/c/a", True),
+        ("http://h/a/A/a", True),  # case does not count, in the segments too
+        ("http://h/ab/a/a/a?x", True),
+        ("http://h/ab/abc/ab/abd/ab", True),
+        ("http://h/ab/abc/ab/abd/abe", False),  # "ab" is a prefix of segments, not one of them
+        ("http://h/a/a?/a", False),  # the query is not looked at
+        ("http://h/a//a//b", False),
+    ],
+)
+def test_default_trap_rule_examples(
+    default_filter: RegexURLFilter, url: str, trapped: bool
+) -> None:
+    assert (_trap_rule(default_filter).search(url) is not None) is trapped
+    assert (_PLAIN_TRAP_RULE.search(url) is not None) is trapped

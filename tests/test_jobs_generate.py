@@ -3,12 +3,16 @@ batches that expire."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from nutchy.core.generate import GenerateConfig, new_batch_id, partition_for
+from nutchy.core.urlfilter import DEFAULT_RULES_PATH, load_url_filter
 from nutchy.core.urls import domain_of, host_of, reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.jobs.generate import GenerateOptions, generate, resolve_hosts
+from nutchy.store.base import Scan
 from nutchy.store.schema import RowUpdate
 from nutchy.store.table import WebTable
 
@@ -232,3 +236,114 @@ def test_options_from_settings_validate(tmp_path):
     ]:
         with pytest.raises(ConfigError, match=message):
             GenerateOptions.from_settings(load_settings({name: value}, project=False))
+
+
+def _same_sort_value(page: WebPage) -> float:
+    """OPIC's sort value, as a function of its own: it turns the score-order path off."""
+    return page.score * page.score
+
+
+def _varied_rows(table) -> None:
+    """Rows for every rule of the selection: ties, hosts over max.count, low scores, marks that
+    have and have not expired (timed and custom batch ids), distances, rows that are not due,
+    unnormalized keys and URLs the default filter rejects."""
+    for i in range(60):
+        host = ["a.com", "b.a.com", "c.org", "www.d.org"][i % 4]
+        fields: dict = {}
+        if i % 9 == 4:
+            fields["markers"] = {"_gnmrk_": new_batch_id(NOW - 9 * DAY, 1)}  # expired
+        elif i % 9 == 5:
+            fields["markers"] = {"_gnmrk_": new_batch_id(NOW - DAY, 1)}  # still running
+        elif i % 9 == 6:
+            fields["markers"] = {"_gnmrk_": "crashed"}
+            fields["metadata"] = {"_ngt_": (NOW - 9 * DAY).to_bytes(8, "big")}
+        elif i % 9 == 7:
+            fields["markers"] = {"dist": str(i % 4)}
+        suffix = ".png" if i % 11 == 3 else ""
+        add(
+            table,
+            f"http://{host}/p{i}{suffix}",
+            score=[0.0, 0.5, 1.0, 2.0][i % 3] if i % 5 else 1.0,
+            fetch_time=NOW + DAY if i % 10 == 9 else NOW - i * 1000,
+            **fields,
+        )
+    table.update("com.Example:http/a/../b", {"fetch_time": NOW, "score": 2.0})
+    table.update("com.a:http/no-score", {"fetch_time": NOW})
+
+
+def _batch_cells(table) -> dict[str, tuple]:
+    """Key → the cells generate writes, for every marked row."""
+    columns = [b"mk:_gnmrk_", b"mtdt:_npt_", b"f:fi", b"f:bid"]
+    found = {}
+    for key, cells in table.store.scan(Scan(columns=columns)):
+        if cells.get(b"mk:_gnmrk_") == BATCH.encode():
+            found[key.decode()] = tuple(cells.get(c) for c in columns)
+    return found
+
+
+def _generate_both_ways(table, **config) -> tuple:
+    """Generate on *table* with the default sort value, then again from the same rows with a
+    sort value that is the same function under another name (the general path), both with the
+    default URL filter and normalization; return what each wrote and counted."""
+    snapshot = list(table.store.scan())
+    url_filter = load_url_filter(DEFAULT_RULES_PATH)
+    runs = []
+    for extra in ({}, {"sort_value": _same_sort_value}):
+        table.store.delete_rows([key for key, _ in table.store.scan(Scan(columns=[b"f:ts"]))])
+        table.store.write([RowUpdate(key, dict(cells)) for key, cells in snapshot])
+        opts = GenerateOptions(
+            GenerateConfig(url_filter=url_filter, **config, **extra), num_fetchers=3
+        )
+        result = generate(table, opts, now=NOW, batch_id=BATCH)
+        counts = {n: getattr(result.counts, n) for n in ORDER_FREE_COUNTS}
+        runs.append((_batch_cells(table), result.partitions, counts))
+    return runs[0], runs[1]
+
+
+ORDER_FREE_COUNTS = ("seen", "generated", "expired", "distance", "not_due", "min_score", "selected")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"top_n": 20},
+        {"top_n": 17, "max_count": 2},
+        {"top_n": 30, "max_count": 3, "count_mode": "domain"},
+        {"max_count": 1, "min_score": 0.25},
+        {"top_n": 9, "max_distance": 1, "gen_delay": -1},
+        {"top_n": 1000},
+    ],
+)
+def test_score_order_path_selects_the_batch_of_the_general_path(table, config):
+    _varied_rows(table)
+    fast, general = _generate_both_ways(table, **config)
+    assert fast == general
+    assert fast[0]  # something was selected
+
+
+def test_score_order_path_is_taken_on_the_embedded_store_only(table, monkeypatch):
+    import nutchy.jobs.generate as job
+
+    _varied_rows(table)
+    calls = []
+    general = job._select
+    monkeypatch.setattr(job, "_select", lambda *a: calls.append(1) or general(*a))
+    result = generate(table, options(top_n=10, max_count=2), now=NOW, batch_id=BATCH)
+    assert result.selected == 8  # two for each of the four hosts
+    assert bool(calls) is (not hasattr(table.store, "scan_due_by_score"))
+
+
+@pytest.mark.parametrize("score", [-0.5, -0.0, float("nan")])
+def test_scores_the_order_cannot_rank_fall_back_to_the_general_path(table, score, caplog):
+    for i in range(12):
+        add(table, f"http://a.com/{i}", score=float(i % 4))
+    add(table, "http://b.com/odd", score=score)
+    caplog.set_level("INFO", logger="nutchy.jobs.generate")
+    result = generate(table, options(top_n=5, max_count=3), now=NOW, batch_id=BATCH)
+    expected = ["http://a.com/11", "http://a.com/3", "http://a.com/7"]
+    if not math.isnan(score):  # a NaN score ranks below every minimum; -0.5 and -0.0 pass it
+        expected.append("http://b.com/odd")
+    assert sorted(marked(table)) == expected
+    if hasattr(table.store, "scan_due_by_score"):
+        assert "Selecting with the general path" in caplog.text
+    assert result.counts.seen == 13

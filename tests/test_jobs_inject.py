@@ -206,3 +206,49 @@ def test_inject_creates_the_table(store_factory, tmp_path):
 def test_crlf_and_bom(table, tmp_path):
     result = run(table, seeds(tmp_path, b"\xef\xbb\xbfhttp://a.com/\r\nhttp://b.com/\r\n"))
     assert (result.injected, result.malformed) == (2, 0)
+
+
+def _mixed_seed_lines() -> list[str]:
+    """Every kind of line, in an order where repeats and malformed lines cross batches."""
+    lines = ["# a comment", ""]
+    for i in range(5000):
+        if i % 97 == 0:
+            lines.append(f"http://h{i}.example.com/ nutch.score=1")  # malformed: a space
+        elif i % 89 == 0:
+            lines.append(f"ftp://h{i}.example.com/")  # filtered
+        elif i % 83 == 0:
+            lines.append(f"http://h{i % 50}.example.com/a/a/a/")  # filtered: a trap
+        elif i % 7 == 0:
+            lines.append(f"HTTP://H{i - 1}.EXAMPLE.COM:80/p#x")  # a repeat, once normalized
+        elif i % 11 == 0:
+            lines.append(f"http://h{i}.example.com/p\tnutch.score={i % 5}\tsource=s{i}")
+        else:
+            lines.append(f"http://h{i}.example.com/p")
+    lines.append("http://www.example.com/")  # the row already in the table
+    return lines
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_worker_processes_give_the_result_of_one_process(store_factory, tmp_path, workers):
+    files = seeds(tmp_path, "\n".join(_mixed_seed_lines()))
+    options = InjectOptions(2592000, 1.0, RegexURLFilter.from_file(DEFAULT_RULES_PATH))
+    outcomes = []
+    for run_workers in (0, workers):
+        store = store_factory()
+        store.drop()
+        store.create()
+        table = WebTable(store)
+        table.put(existing_page(), ALL_FIELDS)
+        result = run(table, files, options, chunk_size=700, workers=run_workers)
+        rows = dict(store.scan())
+        outcomes.append((result, rows))
+    (alone, alone_rows), (parallel, parallel_rows) = outcomes
+    assert parallel == alone
+    assert parallel_rows == alone_rows
+    assert (alone.malformed, alone.known, alone.filtered) == (52, 1, 116)
+    assert alone.duplicates > 0 and len(alone.malformed_lines) == 5
+
+
+def test_workers_must_not_be_negative(table, tmp_path):
+    with pytest.raises(ValueError, match="workers"):
+        run(table, seeds(tmp_path, "http://a.com/\n"), workers=-1)

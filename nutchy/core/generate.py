@@ -78,12 +78,12 @@ import re
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from typing import Final
+from typing import Final, NamedTuple
 
 from nutchy.core.schedule import should_fetch
 from nutchy.core.status import Mark
 from nutchy.core.urlfilter import RegexURLFilter
-from nutchy.core.urls import HOST_KEY_MODES, InvalidURL, host_key, normalize_url
+from nutchy.core.urls import HOST_KEY_MODES, InvalidURL, host_key, normalize_url, unreverse_url
 from nutchy.core.webpage import WebPage
 
 __all__ = [
@@ -92,6 +92,8 @@ __all__ = [
     "PARTITION_KEY",
     "GenerateConfig",
     "GenerateCounts",
+    "OutOfOrder",
+    "ScoredRow",
     "Selected",
     "Selector",
     "batch_time",
@@ -100,6 +102,7 @@ __all__ = [
     "new_batch_id",
     "partition_for",
     "read_generate_time",
+    "select_in_score_order",
 ]
 
 #: ``mtdt`` key of the generate time (8-byte big-endian ms), written when the batch id has none.
@@ -152,10 +155,14 @@ def read_generate_time(page: WebPage) -> int | None:
     mark = page.markers.get(Mark.GENERATE)
     if mark is None:
         return None
+    return _generate_time(mark, page.metadata.get(GENERATE_TIME_KEY))
+
+
+def _generate_time(mark: str, raw: bytes | None) -> int | None:
+    """The generate time of the batch *mark*, from the mark or else from *raw* (``_ngt_``)."""
     timed = batch_time(mark)
     if timed is not None:
         return timed
-    raw = page.metadata.get(GENERATE_TIME_KEY)
     if raw is None or len(raw) != 8:
         return None
     return int.from_bytes(raw, "big", signed=True)
@@ -471,6 +478,13 @@ class Selector:
         return [Selected(e[_SLOT].key, e[_SLOT].url, e[0], e[_SLOT].interval) for e in entries]
 
 
+def _url_of(key: str) -> str | None:
+    try:
+        return unreverse_url(key)
+    except InvalidURL:
+        return None
+
+
 def _distance(value: str | None) -> int | None:
     if value is None:
         return None
@@ -478,3 +492,153 @@ def _distance(value: str | None) -> int | None:
         return int(value)
     except ValueError:
         return None
+
+
+class ScoredRow(NamedTuple):
+    """What :func:`select_in_score_order` needs of one due row: its OPIC *score* (finite, not
+    negative), its *key*, its generate mark and ``dist`` marker (``None`` when missing), and
+    the raw ``mtdt:_ngt_`` cell."""
+
+    score: float
+    key: str
+    generate_mark: str | None
+    distance: str | None
+    generate_time: bytes | None
+
+
+class OutOfOrder(ValueError):
+    """A row of :func:`select_in_score_order` came after a row of a lower score."""
+
+
+def select_in_score_order(
+    rows: Iterable[ScoredRow], config: GenerateConfig, cur_time: int
+) -> tuple[list[Selected], GenerateCounts]:
+    """The batch :class:`Selector` keeps, from due rows that come best score first.
+
+    This is Nutch's own walk: the rows are already sorted, so URLs are taken from the top, a URL
+    whose host (or domain) has ``max.count`` selected URLs is skipped, and the walk stops after
+    *topN* are selected. Rows of equal score are walked by URL, ascending. No heap is needed,
+    URLs are built only for the rows walked, and normalization and the URL filter run only on the
+    rows that would otherwise be selected; the rows after the batch are only counted.
+
+    It applies only to the default sort value, OPIC's score² (:func:`generator_sort_value`),
+    which ranks non-negative scores as the scores themselves: *config* must have it, and every
+    score must be finite and not negative (:class:`ValueError` otherwise, and
+    :class:`OutOfOrder` for a row whose score is higher than the row before it). Every row must
+    be due at *cur_time* by its fetch time.
+
+    The batch is the one :class:`Selector` gives, in the same order. The counters that do not
+    depend on the order rows arrive in (*seen*, *generated*, *expired*, *distance*, *not_due*,
+    *min_score*, *selected*) are the same too; the rows skipped for their URL or their host are
+    counted as the walk meets them.
+
+    >>> rows = [ScoredRow(3.0, "com.a:http/x", None, None, None),
+    ...         ScoredRow(2.0, "com.b:http/", None, None, None),
+    ...         ScoredRow(2.0, "com.a:http/", None, None, None)]
+    >>> batch, counts = select_in_score_order(rows, GenerateConfig(top_n=2), cur_time=0)
+    >>> [(s.url, s.sort_value) for s in batch], counts.limited
+    ([('http://a.com/x', 9.0), ('http://a.com/', 4.0)], 1)
+    """
+    if config.sort_value is not generator_sort_value:
+        raise ValueError("select_in_score_order needs the default sort value (OPIC's score²)")
+    walk = _Walk(config, cur_time)
+    counts = walk.counts
+    group: list[str] = []
+    group_score = -1.0
+    previous = math.inf
+    gen_delay = config.gen_delay
+    max_distance = config.max_distance
+    min_score = config.min_score
+    for score, key, mark, distance, generate_time in rows:
+        if not score <= previous:  # also true for a NaN score
+            if math.isnan(score):
+                raise ValueError(f"row {key!r}: the score is not a number")
+            raise OutOfOrder(f"row {key!r}: score {score!r} comes after {previous!r}")
+        if score < 0.0 or (score == 0.0 and math.copysign(1.0, score) < 0):
+            raise ValueError(f"row {key!r}: negative score {score!r}")
+        previous = score
+        counts.seen += 1
+        if mark is not None:
+            if gen_delay < 0:
+                counts.generated += 1
+                continue
+            generated = _generate_time(mark, generate_time)
+            if generated is None or generated + gen_delay > cur_time:
+                counts.generated += 1
+                continue
+            counts.expired += 1
+        if max_distance > -1:
+            hops = _distance(distance)
+            if hops is not None and hops > max_distance:
+                counts.distance += 1
+                continue
+        if score * score < min_score:
+            counts.min_score += 1
+            continue
+        if walk.full:
+            counts.limited += 1
+        elif score == group_score:
+            group.append(key)
+        else:
+            walk.take(group, group_score)
+            if walk.full:
+                counts.limited += 1
+                group = []
+            else:
+                group = [key]
+                group_score = score
+    walk.take(group, group_score)
+    counts.selected = len(walk.batch)
+    return walk.batch, counts
+
+
+class _Walk:
+    """The state of :func:`select_in_score_order`: the batch so far and the URLs per host."""
+
+    def __init__(self, config: GenerateConfig, cur_time: int) -> None:
+        self.config = config
+        self.counts = GenerateCounts()
+        self.batch: list[Selected] = []
+        self.full = False
+        self._checker = Selector(config, cur_time)
+        self._per_host: dict[str, int] = {}
+
+    def take(self, keys: list[str], score: float) -> None:
+        """Walk the rows *keys*, all of one *score*, by URL; stop when the batch is full."""
+        if not keys:
+            return
+        counts = self.counts
+        config = self.config
+        max_count = max(0, config.max_count)
+        limit = config.top_n
+        per_host = self._per_host
+        url_check = self._checker._url_check
+        checks = config.normalize or config.url_filter is not None
+        urls = [(url, key) for key in keys if (url := _url_of(key)) is not None]
+        counts.malformed += len(keys) - len(urls)
+        urls.sort()
+        sort_value = score * score
+        batch = self.batch
+        for n, (url, key) in enumerate(urls):
+            host = ""
+            if max_count:
+                try:
+                    host = host_key(url, config.count_mode)
+                except InvalidURL:
+                    counts.malformed += 1
+                    continue
+                if per_host.get(host, 0) >= max_count:
+                    counts.limited += 1
+                    continue
+            if checks:
+                rejected = url_check(url)
+                if rejected is not None:
+                    setattr(counts, rejected, getattr(counts, rejected) + 1)
+                    continue
+            batch.append(Selected(key, url, sort_value))
+            if max_count:
+                per_host[host] = per_host.get(host, 0) + 1
+            if limit is not None and len(batch) >= limit:
+                self.full = True
+                counts.limited += len(urls) - n - 1
+                return

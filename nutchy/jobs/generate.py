@@ -24,11 +24,11 @@ import math
 import socket
 import struct
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from nutchy.core.generate import (
     COUNT_MODES,
@@ -36,10 +36,13 @@ from nutchy.core.generate import (
     PARTITION_KEY,
     GenerateConfig,
     GenerateCounts,
+    ScoredRow,
     Selected,
     Selector,
     batch_time,
+    generator_sort_value,
     partition_for,
+    select_in_score_order,
 )
 from nutchy.core.status import Mark
 from nutchy.core.urls import InvalidURL, domain_of, host_of
@@ -230,25 +233,32 @@ def generate(
     """
     started = time.perf_counter()
     cur_time = now + add_days * _DAY_MS
-    # The URL checks (normalization, the URL filter) cost more than everything else selection
-    # does; they are made on the batch alone, and only if the batch holds a URL they reject is
-    # the batch selected again with the checks on every candidate (see nutchy.core.generate).
-    selector = Selector(options.config, cur_time, defer_url_checks=True)
-    undecodable = _select(table, selector, progress)
-    batch = selector.result()
-    if not selector.exact:
-        logger.info(
-            "The best due rows include URLs that normalization or the URL filter rejects;"
-            " selecting again with the checks on every candidate"
-        )
-        selector = Selector(options.config, cur_time)
+    undecodable = 0
+    found = _select_by_score(table, options.config, cur_time, progress)
+    if found is not None:
+        batch, counts = found
+    else:
+        # The URL checks (normalization, the URL filter) cost more than everything else
+        # selection does; they are made on the batch alone, and only if the batch holds a URL
+        # they reject is the batch selected again with the checks on every candidate (see
+        # nutchy.core.generate).
+        selector = Selector(options.config, cur_time, defer_url_checks=True)
         undecodable = _select(table, selector, progress)
         batch = selector.result()
+        if not selector.exact:
+            logger.info(
+                "The best due rows include URLs that normalization or the URL filter rejects;"
+                " selecting again with the checks on every candidate"
+            )
+            selector = Selector(options.config, cur_time)
+            undecodable = _select(table, selector, progress)
+            batch = selector.result()
+        counts = selector.counts
     selected_at = time.perf_counter()
     result = GenerateResult(
         batch_id,
         cur_time,
-        selector.counts,
+        counts,
         undecodable=undecodable,
         select_seconds=selected_at - started,
     )
@@ -274,6 +284,55 @@ def generate(
         },
     )
     return result
+
+
+class _NotInOrder(Exception):
+    """A due row that :func:`_select_by_score` cannot take: the general path must select."""
+
+
+def _select_by_score(
+    table: WebTable, config: GenerateConfig, cur_time: int, progress: Progress | None
+) -> tuple[list[Selected], GenerateCounts] | None:
+    """The batch and counts, from due rows read best score first, when the store can read them
+    so (the embedded store) and the selection ranks by score (the default scoring); ``None``
+    when the general path must select instead.
+
+    Rows come sorted by the bytes of their score, which is the order of the scores while none
+    is negative or not a number. A row that breaks that, or has a cell that does not decode (a
+    row the general path skips and reports), ends this path: the general one then selects, so
+    that the batch is always the one :class:`~nutchy.core.generate.Selector` gives.
+    """
+    scan = getattr(table.store, "scan_due_by_score", None)
+    if scan is None or config.sort_value is not generator_sort_value:
+        return None
+    rows = scan(cur_time, table.read_limit)
+    try:
+        return select_in_score_order(_scored_rows(rows, progress), config, cur_time)
+    except (_NotInOrder, ValueError) as exc:
+        logger.info("Selecting with the general path: %s", exc)
+        return None
+    finally:
+        rows.close()
+
+
+def _scored_rows(rows: Iterator[tuple[Any, ...]], progress: Progress | None) -> Iterator[ScoredRow]:
+    decode_score = _SCORE[1]
+    for score_cell, key, mark, distance, generate_time, fetch_time, interval in rows:
+        if progress is not None:
+            progress.advance()
+        if (
+            (score_cell is not None and len(score_cell) != 4)
+            or (fetch_time is not None and len(fetch_time) != 8)
+            or (interval is not None and len(interval) != 4)
+        ):
+            raise _NotInOrder(f"row {key!r}: a cell does not decode")
+        yield ScoredRow(
+            0.0 if score_cell is None else decode_score(score_cell),
+            key.decode(),
+            None if mark is None else mark.decode(),
+            None if distance is None else distance.decode(),
+            generate_time,
+        )
 
 
 def _select(table: WebTable, selector: Selector, progress: Progress | None) -> int:
@@ -402,9 +461,15 @@ def _mark_updates(
     ).puts
     partition_column = b"mtdt:" + PARTITION_KEY.encode()
     interval_column = field_named("fetch_interval").column
+    # Rows of one partition (with no interval to correct) share one mapping of cells: no store
+    # modifies the cells of an update, and the embedded store sorts shared cells out once.
+    shared: dict[tuple[int, int | None], Cells] = {}
     for selected, partition in zip(batch, partitions, strict=True):
-        puts = dict(template)
-        puts[partition_column] = partition.to_bytes(4, "big", signed=True)
-        if selected.fetch_interval is not None:
-            puts[interval_column] = encode_cell("fetch_interval", selected.fetch_interval)
+        puts = shared.get((partition, selected.fetch_interval))
+        if puts is None:
+            puts = dict(template)
+            puts[partition_column] = partition.to_bytes(4, "big", signed=True)
+            if selected.fetch_interval is not None:
+                puts[interval_column] = encode_cell("fetch_interval", selected.fetch_interval)
+            shared[partition, selected.fetch_interval] = puts
         yield RowUpdate(selected.key.encode(), puts)

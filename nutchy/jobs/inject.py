@@ -11,9 +11,13 @@ set of row keys seen so far (to drop repeats), whatever the size of the seed fil
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
@@ -29,16 +33,17 @@ from nutchy.core.inject import (
     parse_seed_line,
     seed_change,
 )
+from nutchy.core.urlfilter import RegexURLFilter
 from nutchy.exceptions import NutchError
 from nutchy.jobs import _settings
 from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+    from typing_extensions import Self
 
-    from nutchy.core.urlfilter import RegexURLFilter
     from nutchy.progress import Progress
-    from nutchy.store.table import TableWriter, WebTable
+    from nutchy.store.table import WebTable
 
 __all__ = ["InjectOptions", "InjectResult", "SeedPathError", "inject", "seed_files"]
 
@@ -48,6 +53,8 @@ logger = logging.getLogger(__name__)
 MAX_EXAMPLES: Final = 5
 #: Characters of a malformed line quoted in the result.
 _EXCERPT: Final = 80
+#: The most distinct new-row templates kept (see _write_chunk).
+_TEMPLATES: Final = 1024
 #: The fields read to tell whether a row exists.
 _EXISTS_FIELDS: Final = ("fetch_time", "markers")
 
@@ -152,22 +159,34 @@ def inject(
     options: InjectOptions,
     *,
     now: int,
-    chunk_size: int = 1000,
+    chunk_size: int = 20_000,
+    workers: int | None = None,
     progress: Progress | None = None,
 ) -> InjectResult:
     """Inject the seeds of *files* into *table* at time *now* (ms); create the table if needed.
 
-    Rows are written through ``table.writer()`` in chunks of *chunk_size* seeds; a failure of
-    the store stops the job, and the chunks written before it stay written (inject can simply be
-    run again: with the default mode, seeds already injected are kept as they are).
+    Rows are written in chunks of *chunk_size* seeds, one store write (one transaction on the
+    embedded store) per chunk, in key order; a failure of the store stops the job, and the
+    chunks written before it stay written (inject can simply be run again: with the default
+    mode, seeds already injected are kept as they are).
+
+    *workers* processes parse, normalize and filter the lines beside this one, which does the
+    rest (repeats, the merge rule, the writes) on their answers, taken in line order: the
+    result is the same with any number of workers. ``0`` parses here; ``None`` (the default)
+    uses one process per CPU but one (at most 3) when the seed files hold at least
+    :data:`PARALLEL_BYTES` and the machine has more than one CPU, and none otherwise.
     """
     if chunk_size < 1:
         raise ValueError(f"'chunk_size' must be >= 1, got {chunk_size!r}")
+    if workers is not None and workers < 0:
+        raise ValueError(f"'workers' must be >= 0 or None, got {workers!r}")
     result = InjectResult(created_table=table.create())
+    if workers is None:
+        workers = _default_workers(files)
     seen: set[str] = set()
     chunk: list[Seed] = []
-    templates: dict[tuple[float | None, int | None], RowUpdate] = {}
-    with table.writer() as writer:
+    templates: dict[tuple[float | None, int | None, tuple[tuple[str, str], ...]], RowUpdate] = {}
+    with _Parser(options.url_filter, workers) as parser:
         for path in files:
             try:
                 handle = path.open("rb")
@@ -177,22 +196,140 @@ def inject(
                 continue
             result.files += 1
             with handle:
-                for number, raw in _numbered_lines(handle, progress):
+                lines = _numbered_lines(handle, progress)
+                for number, raw, parsed in parser.parse(lines):
                     result.lines += 1
-                    seed = _seed(raw, options, result, str(path), number)
-                    if seed is None:
+                    if parsed is None:
                         continue
-                    if seed.key in seen:
+                    if isinstance(parsed, int):  # _FILTERED
+                        result.filtered += 1
+                        continue
+                    if isinstance(parsed, str):
+                        result.malformed += 1
+                        if len(result.malformed_lines) < MAX_EXAMPLES:
+                            result.malformed_lines.append(
+                                MalformedLine(str(path), number, _excerpt(raw), parsed)
+                            )
+                        continue
+                    if parsed.key in seen:
                         result.duplicates += 1
                         continue
-                    seen.add(seed.key)
-                    chunk.append(seed)
+                    seen.add(parsed.key)
+                    chunk.append(parsed)
                     if len(chunk) >= chunk_size:
-                        _write_chunk(table, writer, chunk, options, now, result, templates)
+                        _write_chunk(table, chunk, options, now, result, templates)
                         chunk = []
         if chunk:
-            _write_chunk(table, writer, chunk, options, now, result, templates)
+            _write_chunk(table, chunk, options, now, result, templates)
     return result
+
+
+#: Seed files smaller than this (in all) are parsed in the job's own process by default.
+PARALLEL_BYTES: Final = 8 << 20
+#: Lines sent to a worker at a time, and batches of lines in flight per worker.
+_BATCH_LINES: Final = 2000
+_IN_FLIGHT: Final = 4
+#: What :func:`_parse_lines` gives for a line the URL filter rejects.
+_FILTERED: Final = 0
+
+#: A parsed line: a seed, ``None`` (blank or comment), :data:`_FILTERED`, or why it is malformed.
+Parsed = Seed | None | int | str
+
+
+def _default_workers(files: Sequence[Path]) -> int:
+    cpus = os.cpu_count() or 1
+    if cpus < 2:
+        return 0
+    size = sum(_size(path) for path in files)
+    return min(cpus - 1, 3) if size >= PARALLEL_BYTES else 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # reported when the file is opened
+        return 0
+
+
+def _parse_lines(raws: list[bytes], url_filter: RegexURLFilter | None) -> list[Parsed]:
+    """Parse, normalize and filter seed lines (in a worker process, or in the job's own)."""
+    parsed: list[Parsed] = []
+    for raw in raws:
+        try:
+            line = parse_seed_line(decode_seed_line(raw))
+            if line is None:
+                parsed.append(None)
+                continue
+            seed = make_seed(line)
+        except MalformedSeed as exc:
+            parsed.append(str(exc))
+            continue
+        if url_filter is not None and not url_filter.accepts(seed.url):
+            parsed.append(_FILTERED)
+        else:
+            parsed.append(seed)
+    return parsed
+
+
+_worker_filter: RegexURLFilter | None = None
+
+
+def _start_worker(url_filter: RegexURLFilter | None) -> None:
+    global _worker_filter  # the state of a worker process, set once when it starts
+    _worker_filter = url_filter
+
+
+def _parse_in_worker(raws: list[bytes]) -> list[Parsed]:
+    return _parse_lines(raws, _worker_filter)
+
+
+class _Parser:
+    """Parses numbered seed lines, here or in *workers* processes, and gives them back in order.
+
+    Lines go to the workers in batches, a few batches per worker at a time, so memory holds a
+    bounded part of a file whatever its size.
+    """
+
+    def __init__(self, url_filter: RegexURLFilter | None, workers: int) -> None:
+        self.url_filter = url_filter
+        self.pool: ProcessPoolExecutor | None = None
+        if workers:
+            # Forked where possible (the job's process runs no other thread): a spawned worker
+            # would import the caller's main module again, which breaks scripts that call
+            # inject() without an ``if __name__ == "__main__"`` guard.
+            methods = multiprocessing.get_all_start_methods()
+            self.pool = ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context("fork" if "fork" in methods else None),
+                initializer=_start_worker,
+                initargs=(url_filter,),
+            )
+            self.in_flight = workers * _IN_FLIGHT
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def parse(self, lines: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, Parsed]]:
+        if self.pool is None:
+            for number, raw in lines:
+                yield number, raw, _parse_lines([raw], self.url_filter)[0]
+            return
+        pending: deque[tuple[list[tuple[int, bytes]], Future[list[Parsed]]]] = deque()
+        while True:
+            batch = list(islice(lines, _BATCH_LINES))
+            if batch:
+                future = self.pool.submit(_parse_in_worker, [raw for _, raw in batch])
+                pending.append((batch, future))
+            if pending and (not batch or len(pending) >= self.in_flight):
+                done, future = pending.popleft()
+                for (number, raw), parsed in zip(done, future.result(), strict=True):
+                    yield number, raw, parsed
+            if not batch and not pending:
+                return
 
 
 def _numbered_lines(handle: IO[bytes], progress: Progress | None) -> Iterator[tuple[int, bytes]]:
@@ -216,25 +353,6 @@ def _numbered_lines(handle: IO[bytes], progress: Progress | None) -> Iterator[tu
         yield number, raw
 
 
-def _seed(
-    raw: bytes, options: InjectOptions, result: InjectResult, path: str, number: int
-) -> Seed | None:
-    try:
-        line = parse_seed_line(decode_seed_line(raw))
-        if line is None:
-            return None
-        seed = make_seed(line)
-    except MalformedSeed as exc:
-        result.malformed += 1
-        if len(result.malformed_lines) < MAX_EXAMPLES:
-            result.malformed_lines.append(MalformedLine(path, number, _excerpt(raw), str(exc)))
-        return None
-    if options.url_filter is not None and not options.url_filter.accepts(seed.url):
-        result.filtered += 1
-        return None
-    return seed
-
-
 def _excerpt(raw: bytes) -> str:
     text = raw.rstrip(b"\r\n")[: _EXCERPT * 4].decode("utf-8", "backslashreplace")
     shown = repr(text[:_EXCERPT])
@@ -243,37 +361,48 @@ def _excerpt(raw: bytes) -> str:
 
 def _write_chunk(
     table: WebTable,
-    writer: TableWriter,
     chunk: list[Seed],
     options: InjectOptions,
     now: int,
     result: InjectResult,
-    templates: dict[tuple[float | None, int | None], RowUpdate],
+    templates: dict[tuple[float | None, int | None, tuple[tuple[str, str], ...]], RowUpdate],
 ) -> None:
+    # In key order: the rows land side by side in the store's key index (and in HBase regions).
+    chunk.sort(key=_key_of)
     existing = table.get_many([seed.key for seed in chunk], _EXISTS_FIELDS)
+    updates: list[RowUpdate] = []
     for seed in chunk:
         exists = seed.key in existing
-        if not exists and not seed.metadata:
-            # The common case, a new row from a plain URL line: its cells depend only on the
-            # score and interval, so they are encoded once and copied.
-            template = templates.get((seed.score, seed.fetch_interval))
+        if not exists:
+            # The common case, a new row: its cells depend only on the score, the interval and
+            # the metadata of its line, so they are encoded once and shared (no store modifies
+            # the cells of an update, and the embedded store sorts shared cells out once).
+            template = templates.get((seed.score, seed.fetch_interval, seed.metadata))
             if template is None:
+                if len(templates) >= _TEMPLATES:
+                    templates.clear()  # lines with metadata of their own: do not keep them all
                 template = _update(seed, False, options, now)
-                templates[seed.score, seed.fetch_interval] = template
-            writer.add(RowUpdate(seed.key.encode(), dict(template.puts)))
+                templates[seed.score, seed.fetch_interval, seed.metadata] = template
+            updates.append(RowUpdate(seed.key.encode(), template.puts))
             result.injected += 1
             continue
         change = _change(seed, exists, options, now)
         if change.outcome is InjectOutcome.KNOWN:
             result.known += 1
             continue
-        writer.add(build_update(seed.key, change.fields, change.entries))
+        updates.append(build_update(seed.key, change.fields, change.entries))
         if change.outcome is InjectOutcome.INJECTED:
             result.injected += 1
         elif change.outcome is InjectOutcome.OVERWRITTEN:
             result.overwritten += 1
         else:
             result.updated += 1
+    if updates:
+        table.store.write(updates)
+
+
+def _key_of(seed: Seed) -> str:
+    return seed.key
 
 
 def _change(seed: Seed, exists: bool, options: InjectOptions, now: int) -> RowChange:

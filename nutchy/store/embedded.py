@@ -415,18 +415,65 @@ class EmbeddedStore:
             if len(raw) < n:
                 return
 
+    def scan_due_by_score(
+        self, due_before: int, page_size: int = 1000
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows due at *due_before* (ms), highest ``s:s`` first, as tuples of raw cells:
+        ``(s:s, key, mk:_gnmrk_, mk:dist, mtdt:_ngt_, f:ts, f:fi)``, ``None`` for a missing
+        cell: what generate reads.
+
+        Rows come by the bytes of ``s:s`` in descending order (rows without a score last), which
+        is descending order of the scores themselves while they are finite and not negative
+        (big-endian IEEE floats). Rows of equal bytes come in no given order. SQLite reads the
+        due part of the due index and sorts it; the rows are then streamed *page_size* at a time
+        from one read of the file, on a connection of the scan's own (so that the store stays
+        free for writes while the rows are consumed, and the rows are one snapshot).
+        """
+        with self._lock:
+            self._check_layout()
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        try:
+            conn.execute("PRAGMA cache_size = -65536")
+            cursor = conn.execute(
+                f"SELECT w.sc, w.key, b.gen_mark, w.dist, b.ngt, w.ts, w.fi"
+                f" FROM {self._t} AS w INDEXED BY {_quote(self.table_name + '_due')}"
+                f" LEFT JOIN {self._b} AS b ON b.key = w.key"
+                " WHERE w.fetch_time <= ? ORDER BY w.sc DESC",
+                (due_before,),
+            )
+            while rows := cursor.fetchmany(page_size):
+                yield from rows
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise TableMissing(
+                    f"table {self.table_name!r} does not exist in {self.path};"
+                    " run 'nutchy storage init' or 'nutchy inject'"
+                ) from exc
+            raise StoreError(f"{self}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self}: {exc}") from exc
+        finally:
+            conn.close()
+
     # --- writes --------------------------------------------------------------------------------
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates* in one transaction: all of them, or none if anything fails."""
-        changes = [_Change(update) for update in coalesce(updates)]
+        changes = _changes(coalesce(updates))
         self._check_families(changes)
         if changes:
             with self._lock:
                 self._transaction(lambda: self._apply(changes))
 
     def _check_families(self, changes: list[_Change]) -> None:
+        checked: set[int] = set()  # changes that share their cells share their families
         for change in changes:
+            if id(change.families) in checked:
+                continue
+            checked.add(id(change.families))
             unknown = change.families - _FAMILY_INDEX.keys()
             if unknown:
                 raise StoreError(
@@ -688,6 +735,26 @@ def _group(puts: Cells) -> dict[bytes, Cells]:
     return groups
 
 
+def _changes(updates: Sequence[RowUpdate]) -> list[_Change]:
+    """The changes of *updates*. Updates that share one ``puts`` mapping and delete nothing
+    (inject's new rows, copied from one template) share the work of sorting out their cells."""
+    changes: list[_Change] = []
+    shared: dict[int, _Change] = {}
+    for update in updates:
+        if update.deletes or update.replace:
+            changes.append(_Change(update))
+            continue
+        model = shared.get(id(update.puts))
+        if model is None:
+            model = shared[id(update.puts)] = _Change(update)
+            changes.append(model)
+            continue
+        if model.plain and model.record is None:
+            model.record = _new_record(model)[1:]
+        changes.append(model.for_key(update.key))
+    return changes
+
+
 class _Change:
     """A row update with its cells grouped by family, the content and the batch cells apart."""
 
@@ -701,13 +768,18 @@ class _Change:
         "only_batch",
         "plain",
         "puts",
+        "record",
         "replace",
         "touches_batch",
         "touches_cold",
     )
 
+    #: The main record of a new row without its key, when known (see :func:`_changes`).
+    record: tuple[Any, ...] | None
+
     def __init__(self, update: RowUpdate) -> None:
         self.key = update.key
+        self.record = None
         self.replace = update.replace
         #: bytes when the content is put, False when deleted, None when untouched
         self.content: bytes | bool | None = False if b"f" in update.replace else None
@@ -767,6 +839,25 @@ class _Change:
             and self.content is None
         )
 
+    def for_key(self, key: bytes) -> _Change:
+        """The same change on the row *key*; the two share their cells, which no write
+        modifies."""
+        clone = _Change.__new__(_Change)
+        clone.key = key
+        clone.record = self.record
+        clone.replace = self.replace
+        clone.content = self.content
+        clone.batch_puts = self.batch_puts
+        clone.batch_deletes = self.batch_deletes
+        clone.puts = self.puts
+        clone.deletes = self.deletes
+        clone.families = self.families
+        clone.touches_cold = self.touches_cold
+        clone.touches_batch = self.touches_batch
+        clone.only_batch = self.only_batch
+        clone.plain = self.plain
+        return clone
+
     def apply_batch(self, cells: list[bytes | None]) -> None:
         """Apply this change to the cells of the row's batch record."""
         for family in self.replace:
@@ -783,6 +874,8 @@ class _Change:
 def _new_record(change: _Change) -> tuple[Any, ...]:
     """The main record of a row that did not exist, from a :attr:`_Change.plain` change: the
     record :class:`_Row` would build, without its bookkeeping (inject writes many of them)."""
+    if change.record is not None:
+        return (change.key, *change.record)
     puts = change.puts
     copies = []
     for column in _COPIES:
