@@ -19,7 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from nutchy.core.inject import (
     MAX_LINE_BYTES,
@@ -279,8 +279,17 @@ def _start_worker(url_filter: RegexURLFilter | None) -> None:
     _worker_filter = url_filter
 
 
-def _parse_in_worker(raws: list[bytes]) -> list[Parsed]:
-    return _parse_lines(raws, _worker_filter)
+def _parse_in_worker(raws: list[bytes]) -> list[Parsed | tuple[Any, ...]]:
+    # Seeds travel as plain tuples: pickling a frozen dataclass runs Python code for every
+    # object on both sides (about 13 µs a seed against 2 µs for its tuple).
+    return [
+        (p.url, p.key, p.score, p.fetch_interval, p.metadata) if type(p) is Seed else p
+        for p in _parse_lines(raws, _worker_filter)
+    ]
+
+
+def _from_worker(parsed: Parsed | tuple[Any, ...]) -> Parsed:
+    return Seed(*parsed) if isinstance(parsed, tuple) else parsed
 
 
 class _Parser:
@@ -318,7 +327,9 @@ class _Parser:
             for number, raw in lines:
                 yield number, raw, _parse_lines([raw], self.url_filter)[0]
             return
-        pending: deque[tuple[list[tuple[int, bytes]], Future[list[Parsed]]]] = deque()
+        pending: deque[tuple[list[tuple[int, bytes]], Future[list[Parsed | tuple[Any, ...]]]]] = (
+            deque()
+        )
         while True:
             batch = list(islice(lines, _BATCH_LINES))
             if batch:
@@ -327,7 +338,7 @@ class _Parser:
             if pending and (not batch or len(pending) >= self.in_flight):
                 done, future = pending.popleft()
                 for (number, raw), parsed in zip(done, future.result(), strict=True):
-                    yield number, raw, parsed
+                    yield number, raw, _from_worker(parsed)
             if not batch and not pending:
                 return
 
