@@ -16,8 +16,8 @@ The spider's arguments say what to fetch:
 - ``-a timelimit=MIN``: stop taking new URLs after *MIN* minutes (``fetcher.timelimit.mins``);
   the rest of the batch is left for a resumed fetch.
 
-Each response reaches :meth:`NutchSpider.parse` with its recorded outcome in
-``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
+Each page fetched with success (each answer, with ``nutch_every_response``) reaches
+:meth:`NutchSpider.parse` with its recorded outcome in ``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
 with ``NUTCH_FETCHER_PARSE`` on (the default), ``parse`` passes each successful fetch on to
 :class:`~nutchy.pipelines.NutchParsePipeline`.
 """
@@ -85,6 +85,13 @@ class NutchSpider(Spider):
 
     name = "nutch"
 
+    #: Whether :meth:`parse` is called with every answer. It passes on only the pages fetched
+    #: with success (FETCHED), so by default :class:`~nutchy.middlewares.NutchFetchMiddleware`
+    #: drops the other answers (304, 404, a redirect recorded...) once their outcome is recorded,
+    #: as it drops failed fetches: handing a response to the spider and its middlewares is a good
+    #: part of Scrapy's work for a 304. A subclass that wants every answer sets this to True.
+    nutch_every_response = False
+
     def __init__(
         self,
         batch: str | None = None,
@@ -131,7 +138,8 @@ class NutchSpider(Spider):
         yield  # an async generator that yields nothing
 
     def parse(self, response: Response, **kwargs: Any) -> Any:
-        """Called with every response of the batch; the fetch is already recorded.
+        """Called with the pages of the batch fetched with success (every answer with
+        :attr:`nutch_every_response`); the fetch is already recorded.
 
         With ``NUTCH_FETCHER_PARSE`` on, a successful fetch is passed on as a
         :class:`~nutchy.pipelines.FetchedPage` item, for

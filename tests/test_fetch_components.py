@@ -39,7 +39,12 @@ from nutchy.addon import NutchAddon
 from nutchy.core.fetch import FetchEntry
 from nutchy.core.status import ProtocolStatusCode
 from nutchy.exceptions import ConfigError
-from nutchy.middlewares import FetchFailed, NutchFetchMiddleware, describe_exception
+from nutchy.middlewares import (
+    AnswerRecorded,
+    FetchFailed,
+    NutchFetchMiddleware,
+    describe_exception,
+)
 from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.robots import RobotsDenied
 from nutchy.spiders import NutchSpider
@@ -207,6 +212,35 @@ def test_response_outcome_is_sent_and_attached(middleware):
     assert event["outcome"] is outcome
     assert event["update"].puts[b"mk:_ftcmrk_"] == b"b1"
     assert event["retry_after"] is None  # only read on 429 and 503
+
+
+def test_answers_other_than_fetched_pages_are_dropped_once_recorded_unless_asked_for():
+    crawler = get_crawler(settings_dict={"ADDONS": {NutchAddon: 0}})
+    finished: list[dict] = []
+    crawler.signals.connect(lambda **kw: finished.append(kw), signal=fetch_finished, weak=False)
+    for every in (False, True):
+        middleware = NutchFetchMiddleware(
+            FetchSettings(),
+            signals=crawler.signals,
+            stats=crawler.stats,
+            url_filter=None,
+            every_response=every,
+        )
+        page = nutch_request()
+        response = HtmlResponse(URL, body=b"<html>", request=page)
+        assert middleware.process_response(page, response) is response
+        request = nutch_request()
+        not_modified = Response(URL, status=304, request=request)
+        if every:
+            assert middleware.process_response(request, not_modified) is not_modified
+        else:
+            with pytest.raises(AnswerRecorded) as raised:
+                middleware.process_response(request, not_modified)
+            assert raised.value.outcome.status.code == P.NOTMODIFIED
+        assert request.meta[META_OUTCOME].status.code == P.NOTMODIFIED
+        assert finished[-1]["outcome"] is request.meta[META_OUTCOME]  # recorded either way
+        assert finished[-1]["update"].puts[b"mk:_ftcmrk_"] == b"b1"
+    assert NutchSpider.nutch_every_response is False
 
 
 def test_throttling_answers_carry_retry_after(middleware):

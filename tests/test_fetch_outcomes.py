@@ -212,6 +212,10 @@ def test_conditional_requests_and_not_modified(store, tmp_path, site):
     assert page.headers["Content-Type"] == "text/html"  # kept from the 200
     assert page.headers["ETag"] == ETAG
     assert second.stats["nutch/fetch/status/NOTMODIFIED"] == 2
+    # The 304s were recorded, then dropped before the spider (AnswerRecorded): only robots.txt
+    # and the 200 reached the engine as responses.
+    assert second.stats["response_received_count"] == 2
+    assert second.stats["item_scraped_count"] == 1
 
 
 def test_no_cookie_is_sent_back(store, tmp_path, site):
