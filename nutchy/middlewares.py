@@ -15,9 +15,11 @@ response or exception after them. For each one it:
 - records redirects the Nutch way, and follows them within the fetch when
   ``http.redirect.max`` > 0 (loops and overlong chains are not followed).
 
-Responses reach the spider with their outcome in ``response.meta["nutch_outcome"]``. A request
-that ends in an exception is recorded, then dropped quietly (an
-:exc:`~scrapy.exceptions.IgnoreRequest`), as Nutch logs a failed fetch and moves on.
+Responses reach the spider with their outcome in ``response.meta["nutch_outcome"]``: those
+recorded as FETCHED, or every one when the spider's ``nutch_every_response`` is true; the others
+are dropped quietly once recorded (:exc:`AnswerRecorded`). A request that ends in an exception is
+recorded, then dropped quietly (an :exc:`~scrapy.exceptions.IgnoreRequest`), as Nutch logs a
+failed fetch and moves on.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from nutchy.core.fetch import (
     parse_retry_after,
     redirect_loop,
 )
-from nutchy.core.status import Mark, ProtocolStatus, ProtocolStatusCode
+from nutchy.core.status import CrawlStatus, Mark, ProtocolStatus, ProtocolStatusCode
 from nutchy.core.urls import InvalidURL, host_of, normalize_url
 from nutchy.jobs import _settings
 from nutchy.robots import RobotsDenied
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
 
     from nutchy.core.urlfilter import RegexURLFilter
 
-__all__ = ["FetchFailed", "NutchFetchMiddleware"]
+__all__ = ["AnswerRecorded", "FetchFailed", "NutchFetchMiddleware"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,11 +93,26 @@ class FetchFailed(IgnoreRequest):
         self.outcome = outcome
 
 
+class AnswerRecorded(IgnoreRequest):
+    """An answer that is not a page fetched with success (a 304, a 404, a redirect recorded...):
+    its outcome (*outcome*) is recorded, and the spider has no use for it.
+
+    Raised from :meth:`NutchFetchMiddleware.process_response` unless the spider asks for every
+    answer (``nutch_every_response``), so that Scrapy drops it quietly instead of handing it to
+    the spider and its middlewares.
+    """
+
+    def __init__(self, outcome: FetchOutcome) -> None:
+        super().__init__(outcome.status.name)
+        self.outcome = outcome
+
+
 class NutchFetchMiddleware:
     """Turns the requests of rows into Nutch fetch outcomes (see the module docstring).
 
     *settings* are the fetch's settings; *url_filter* filters redirect targets (``None``: none
-    is filtered); *signals* and *stats* are the crawler's.
+    is filtered); *signals* and *stats* are the crawler's. With *every_response* false, only
+    the answers recorded as FETCHED go on to the spider (see :exc:`AnswerRecorded`).
     """
 
     def __init__(
@@ -105,8 +122,10 @@ class NutchFetchMiddleware:
         signals: SignalManager,
         stats: StatsCollector,
         url_filter: RegexURLFilter | None,
+        every_response: bool = True,
     ) -> None:
         self.settings = settings
+        self.every_response = every_response
         self.signals = signals
         self.stats = stats
         self.url_filter = url_filter
@@ -118,6 +137,8 @@ class NutchFetchMiddleware:
             signals=crawler.signals,
             stats=crawler.stats,
             url_filter=_settings.url_filter(crawler.settings),
+            # The spider exists before the engine builds its middlewares.
+            every_response=getattr(crawler.spider, "nutch_every_response", True),
         )
         crawler.signals.connect(middleware.bytes_received, signal=signals.bytes_received)
         return middleware
@@ -177,6 +198,8 @@ class NutchFetchMiddleware:
         if follow is not None:
             return follow
         request.meta[META_OUTCOME] = outcome
+        if not self.every_response and outcome.crawl_status != CrawlStatus.FETCHED:
+            raise AnswerRecorded(outcome)
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:

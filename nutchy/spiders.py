@@ -16,8 +16,8 @@ The spider's arguments say what to fetch:
 - ``-a timelimit=MIN``: stop taking new URLs after *MIN* minutes (``fetcher.timelimit.mins``);
   the rest of the batch is left for a resumed fetch.
 
-Each response reaches :meth:`NutchSpider.parse` with its recorded outcome in
-``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
+Each page fetched with success (each answer, with ``nutch_every_response``) reaches
+:meth:`NutchSpider.parse` with its recorded outcome in ``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
 with ``NUTCH_FETCHER_PARSE`` on (the default), ``parse`` passes each successful fetch on to
 :class:`~nutchy.pipelines.NutchParsePipeline`.
 """
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Spider
 from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.misc import load_object
 
 from nutchy._fetch import META_ENTRY, META_OUTCOME, FetchJob
 from nutchy.core.status import CrawlStatus
@@ -39,13 +40,57 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-__all__ = ["NutchSpider"]
+__all__ = ["SPIDER_DEFAULTS", "UNUSED_MIDDLEWARES", "NutchSpider"]
+
+#: Scrapy settings the ``nutch`` spider changes, unless the project or the command line sets them.
+SPIDER_DEFAULTS: dict[str, object] = {
+    # At most one item comes of a response, and Scrapy starts CONCURRENT_ITEMS tasks for the
+    # output of every response: with its default of 100, starting and ending them cost a third
+    # of the fetch's CPU time.
+    "CONCURRENT_ITEMS": 1,
+    # Nutch sends no cookies (its http protocol plugins keep none from one fetch to the next).
+    "COOKIES_ENABLED": False,
+    # The downloader/* stats: nutchy counts every outcome in its own nutch/fetch/* stats, and
+    # measuring each request's size as Scrapy does costs as much as building the request.
+    "DOWNLOADER_STATS": False,
+}
+
+#: Scrapy components that have nothing to do for the ``nutch`` spider, which leaves them out
+#: unless the project lists them in the setting (with an order): each would still cost a call
+#: per request or response. Its requests are all ``dont_filter`` (Offsite), carry their
+#: ``download_timeout`` (DownloadTimeout), ``dont_retry`` (Retry) and, for the rows,
+#: ``dont_redirect`` (MetaRefresh: nutchy records redirects and follows them itself, and follows
+#: a robots.txt redirect through Scrapy's RedirectMiddleware, which stays); the spider yields
+#: no requests (Depth, Referer, UrlLength, MetaCopyDetection) and every status is an outcome
+#: (HttpError).
+UNUSED_MIDDLEWARES: dict[str, tuple[str, ...]] = {
+    "DOWNLOADER_MIDDLEWARES": (
+        "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware",
+        "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware",
+        "scrapy.downloadermiddlewares.retry.RetryMiddleware",
+        "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware",
+    ),
+    "SPIDER_MIDDLEWARES": (
+        "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware",
+        "scrapy.spidermiddlewares.referer.RefererMiddleware",
+        "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware",
+        "scrapy.spidermiddlewares.depth.DepthMiddleware",
+        "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware",
+    ),
+}
 
 
 class NutchSpider(Spider):
     """Fetches one batch of the web table; see the module docstring for its arguments."""
 
     name = "nutch"
+
+    #: Whether :meth:`parse` is called with every answer. It passes on only the pages fetched
+    #: with success (FETCHED), so by default :class:`~nutchy.middlewares.NutchFetchMiddleware`
+    #: drops the other answers (304, 404, a redirect recorded...) once their outcome is recorded,
+    #: as it drops failed fetches: handing a response to the spider and its middlewares is a good
+    #: part of Scrapy's work for a 304. A subclass that wants every answer sets this to True.
+    nutch_every_response = False
 
     def __init__(
         self,
@@ -74,11 +119,18 @@ class NutchSpider(Spider):
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
-        if settings.getpriority("CONCURRENT_ITEMS") == SETTINGS_PRIORITIES["default"]:
-            # At most one item comes of a response, and Scrapy starts CONCURRENT_ITEMS tasks for
-            # the output of every response: with its default of 100, starting and ending them
-            # cost a third of the fetch's CPU time.
-            settings.set("CONCURRENT_ITEMS", 1, priority="spider")
+        for name, value in SPIDER_DEFAULTS.items():
+            if settings.getpriority(name) == SETTINGS_PRIORITIES["default"]:
+                settings.set(name, value, priority="spider")
+        for setting, paths in UNUSED_MIDDLEWARES.items():
+            components = settings.getdict(setting)
+            listed = {load_object(c) for c in components}
+            off = {path: None for path in paths if load_object(path) not in listed}
+            if off:
+                # Named as in Scrapy's *_BASE setting, and at least at the project's priority
+                # (at which getwithbase() reads that setting), so that None turns its entry off.
+                priority = max(settings.getpriority(setting) or 0, SETTINGS_PRIORITIES["spider"])
+                settings.set(setting, {**components, **off}, priority)
 
     async def start(self) -> AsyncIterator[Any]:
         """No start requests: the scheduler streams the batch from the table."""
@@ -86,7 +138,8 @@ class NutchSpider(Spider):
         yield  # an async generator that yields nothing
 
     def parse(self, response: Response, **kwargs: Any) -> Any:
-        """Called with every response of the batch; the fetch is already recorded.
+        """Called with the pages of the batch fetched with success (every answer with
+        :attr:`nutch_every_response`); the fetch is already recorded.
 
         With ``NUTCH_FETCHER_PARSE`` on, a successful fetch is passed on as a
         :class:`~nutchy.pipelines.FetchedPage` item, for

@@ -132,6 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(302, b"", headers={"Location": "/loop/a"})
             elif path == "/cond":
                 self._conditional()
+            elif path == "/cookie":
+                self._send(200, b"<html>cookie</html>", headers={"Set-Cookie": "session=1; Path=/"})
             elif path == "/slow":
                 time.sleep(float(query.get("s", "2")))
                 self._send(200, b"<html>slow</html>")

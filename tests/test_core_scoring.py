@@ -23,6 +23,14 @@ def test_distribute_internal_external_factors() -> None:
     assert shares.cash == 0.0
 
 
+def test_equal_factors_give_every_outlink_the_same_share() -> None:
+    opic = OPICScoring(internal_link_factor=0.5, external_link_factor=0.5)
+    targets = ["http://a.com/x", "http://b.com/", "not a url"]
+    shares = opic.distribute_score_to_outlinks("http://a.com/", 0.75, targets)
+    assert shares.scores == dict.fromkeys(targets, 0.125)
+    assert shares.cash == 0.0
+
+
 def test_no_cash_keeps_cash_and_gives_nothing() -> None:
     shares = OPICScoring().distribute_score_to_outlinks("http://a/", 0.0, ["http://b/"])
     assert shares.scores == {"http://b/": 0.0}

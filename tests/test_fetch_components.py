@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 from scrapy import Request
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadConnectionRefusedError,
@@ -14,7 +17,10 @@ from scrapy.exceptions import (
 )
 from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
-from scrapy.utils.misc import build_from_crawler
+from scrapy.spidermiddlewares.depth import DepthMiddleware
+from scrapy.spidermiddlewares.start import StartSpiderMiddleware
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionLost
 from twisted.python.failure import Failure
@@ -33,7 +39,12 @@ from nutchy.addon import NutchAddon
 from nutchy.core.fetch import FetchEntry
 from nutchy.core.status import ProtocolStatusCode
 from nutchy.exceptions import ConfigError
-from nutchy.middlewares import FetchFailed, NutchFetchMiddleware, describe_exception
+from nutchy.middlewares import (
+    AnswerRecorded,
+    FetchFailed,
+    NutchFetchMiddleware,
+    describe_exception,
+)
 from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.robots import RobotsDenied
 from nutchy.spiders import NutchSpider
@@ -65,6 +76,39 @@ def test_the_spider_handles_one_item_at_a_time_unless_the_project_says_otherwise
     settings = Settings({"CONCURRENT_ITEMS": 7}, priority="project")
     NutchSpider.update_settings(settings)
     assert settings.getint("CONCURRENT_ITEMS") == 7
+
+
+def test_the_spider_leaves_out_components_it_does_not_need_unless_the_project_lists_them():
+    crawler = get_crawler(NutchSpider, {"ADDONS": {"nutchy.NutchAddon": 0}})
+    crawler._apply_settings()
+    settings = crawler.settings
+    downloader = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    spider = build_component_list(settings.getwithbase("SPIDER_MIDDLEWARES"))
+    assert not {RetryMiddleware, OffsiteMiddleware, MetaRefreshMiddleware} & set(
+        map(load, downloader)
+    )
+    assert NutchFetchMiddleware in downloader and RedirectMiddleware in map(load, downloader)
+    assert list(map(load, spider)) == [StartSpiderMiddleware]
+    assert not settings.getbool("COOKIES_ENABLED") and not settings.getbool("DOWNLOADER_STATS")
+
+    project = {
+        "ADDONS": {"nutchy.NutchAddon": 0},
+        "DOWNLOADER_MIDDLEWARES": {"scrapy.downloadermiddlewares.retry.RetryMiddleware": 550},
+        "SPIDER_MIDDLEWARES": {"scrapy.spidermiddlewares.depth.DepthMiddleware": 900},
+        "COOKIES_ENABLED": True,
+    }
+    crawler = get_crawler(NutchSpider, project)
+    crawler._apply_settings()
+    settings = crawler.settings
+    downloader = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    spider = build_component_list(settings.getwithbase("SPIDER_MIDDLEWARES"))
+    assert RetryMiddleware in map(load, downloader) and OffsiteMiddleware not in downloader
+    assert list(map(load, spider)) == [StartSpiderMiddleware, DepthMiddleware]
+    assert settings.getbool("COOKIES_ENABLED")
+
+
+def load(component: object) -> object:
+    return load_object(component) if isinstance(component, str) else component
 
 
 @pytest.mark.parametrize(
@@ -168,6 +212,35 @@ def test_response_outcome_is_sent_and_attached(middleware):
     assert event["outcome"] is outcome
     assert event["update"].puts[b"mk:_ftcmrk_"] == b"b1"
     assert event["retry_after"] is None  # only read on 429 and 503
+
+
+def test_answers_other_than_fetched_pages_are_dropped_once_recorded_unless_asked_for():
+    crawler = get_crawler(settings_dict={"ADDONS": {NutchAddon: 0}})
+    finished: list[dict] = []
+    crawler.signals.connect(lambda **kw: finished.append(kw), signal=fetch_finished, weak=False)
+    for every in (False, True):
+        middleware = NutchFetchMiddleware(
+            FetchSettings(),
+            signals=crawler.signals,
+            stats=crawler.stats,
+            url_filter=None,
+            every_response=every,
+        )
+        page = nutch_request()
+        response = HtmlResponse(URL, body=b"<html>", request=page)
+        assert middleware.process_response(page, response) is response
+        request = nutch_request()
+        not_modified = Response(URL, status=304, request=request)
+        if every:
+            assert middleware.process_response(request, not_modified) is not_modified
+        else:
+            with pytest.raises(AnswerRecorded) as raised:
+                middleware.process_response(request, not_modified)
+            assert raised.value.outcome.status.code == P.NOTMODIFIED
+        assert request.meta[META_OUTCOME].status.code == P.NOTMODIFIED
+        assert finished[-1]["outcome"] is request.meta[META_OUTCOME]  # recorded either way
+        assert finished[-1]["update"].puts[b"mk:_ftcmrk_"] == b"b1"
+    assert NutchSpider.nutch_every_response is False
 
 
 def test_throttling_answers_carry_retry_after(middleware):

@@ -212,3 +212,29 @@ def test_conditional_requests_and_not_modified(store, tmp_path, site):
     assert page.headers["Content-Type"] == "text/html"  # kept from the 200
     assert page.headers["ETag"] == ETAG
     assert second.stats["nutch/fetch/status/NOTMODIFIED"] == 2
+    # The 304s were recorded, then dropped before the spider (AnswerRecorded): only robots.txt
+    # and the 200 reached the engine as responses.
+    assert second.stats["response_received_count"] == 2
+    assert second.stats["item_scraped_count"] == 1
+
+
+def test_no_cookie_is_sent_back(store, tmp_path, site):
+    # One queue, one request at a time, in key order: /cookie, then /page/after.
+    table = prepare_batch(store, [site.url(H4, "/cookie"), site.url(H4, "/page/after")])
+    result = FetchProject(tmp_path, store).crawl()
+    assert result.returncode == 0, result.log[-3000:]
+    hits = {h.path: h.headers for h in site.hits[H4]}
+    assert list(hits) == ["/robots.txt", "/cookie", "/page/after"]
+    assert (
+        table.get(site.url(H4, "/cookie"), ["headers"]).headers["Set-Cookie"] == "session=1; Path=/"
+    )
+    assert "Cookie" not in hits["/page/after"]  # Nutch keeps no cookies (COOKIES_ENABLED)
+
+    # A project that turns cookies on gets them.
+    site.clear()
+    prepare_batch(store, [site.url(H4, "/cookie?again"), site.url(H4, "/page/again")], "b2")
+    project = FetchProject(tmp_path, store, COOKIES_ENABLED=True)
+    result = project.crawl("b2")
+    assert result.returncode == 0, result.log[-3000:]
+    hits = {h.path: h.headers for h in site.hits[H4]}
+    assert hits["/page/again"]["Cookie"] == "session=1"

@@ -114,6 +114,9 @@ class OPICScoring:
         if not targets or cash == 0.0:
             return Shares(dict.fromkeys(targets, 0.0), cash)
         unit = cash / len(targets)
+        if self.internal_link_factor == self.external_link_factor:
+            # Nutch's defaults (1.0 and 1.0): no need to tell internal links from external.
+            return Shares(dict.fromkeys(targets, unit * self.internal_link_factor), 0.0)
         source_host = _host(source_url)
         scores: dict[str, float] = {}
         for target in targets:

@@ -63,6 +63,8 @@ BATCH_FIELDS = (
 #: The fields :func:`update_row` reads from a page of the batch when it is told what the page gave
 #: its outlinks (``given``): everything but the outlinks.
 BATCH_UPDATE_FIELDS = tuple(f for f in BATCH_FIELDS if f != "outlinks")
+#: The fields :func:`share_cash` reads from a page of the batch (what updatedb's first pass reads).
+SHARE_FIELDS = ("status", "outlinks", "metadata", "markers")
 #: The fields :func:`update_row` reads from a row that is only the target of inlinks.
 TARGET_FIELDS = ("score", "metadata", "markers")
 

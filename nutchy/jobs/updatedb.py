@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from nutchy.core.status import Mark
 from nutchy.core.update import (
-    BATCH_FIELDS,
     BATCH_UPDATE_FIELDS,
+    SHARE_FIELDS,
     TARGET_FIELDS,
     Inlink,
     UpdateConfig,
@@ -104,7 +104,7 @@ def updatedb(
     given: dict[str, float] = {}
     contributions: dict[str, list[Inlink]] = {}
     keys: dict[str, str | None] = {}  # target URL -> row key (a target has many sources)
-    for page in table.scan(BATCH_FIELDS, marker=marker, skip_errors=True):
+    for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
         if not in_batch(page, batch_id):
             continue
         inlinks, given[page.key] = share_cash(page, config)
