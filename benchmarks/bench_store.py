@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 BATCH = 1000
@@ -271,7 +271,7 @@ def main() -> None:
             server.wait()
 
     print(
-        f"# bench_store.py, {datetime.now(timezone.utc):%Y-%m-%d}, {platform.node()},"
+        f"# bench_store.py, {datetime.now(UTC):%Y-%m-%d}, {platform.node()},"
         f" {os.cpu_count()} cores, Python {platform.python_version()}"
     )
     print()

@@ -65,11 +65,12 @@ from nutchy.robots import RobotsDenied
 from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.signalmanager import SignalManager
     from scrapy.statscollectors import StatsCollector
-    from typing_extensions import Self
 
     from nutchy.core.urlfilter import RegexURLFilter
 

@@ -34,10 +34,11 @@ from nutchy.store.schema import build_update
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
-    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 

@@ -44,10 +44,11 @@ from nutchy._fetch import (
 from nutchy.core.fetch import robots_verdict
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
-    from typing_extensions import Self
 
 __all__ = ["NutchRobotsMiddleware", "RobotsDenied", "RobotsRules"]
 

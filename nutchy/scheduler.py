@@ -106,6 +106,8 @@ from nutchy.store.base import Scan, prefix_stop
 from nutchy.store.schema import RowUpdate, build_update, decode_page
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.core.downloader import Downloader
     from scrapy.core.scheduler import BaseScheduler
     from scrapy.crawler import Crawler
@@ -114,7 +116,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
-    from typing_extensions import Self
 
     from nutchy.store.table import WebTable
 

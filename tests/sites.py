@@ -52,7 +52,7 @@ from nutchy.store.embedded import EmbeddedStore
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 LAST_MODIFIED = 1_600_000_000  # s
 ETAG = '"v1"'

@@ -39,8 +39,9 @@ from nutchy.jobs import _settings
 from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.settings import BaseSettings
-    from typing_extensions import Self
 
     from nutchy.progress import Progress
     from nutchy.store.table import WebTable

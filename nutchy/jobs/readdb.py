@@ -431,7 +431,7 @@ def _url(page: WebPage) -> str:
 def _when(ms: int) -> str:
     """A time in ms as ISO 8601 UTC."""
     try:
-        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     except (OverflowError, OSError, ValueError):
         return str(ms)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("nutchy's HBase store needs happybase: pip install 'nutchy[hbase]'") from exc
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 logger = logging.getLogger(__name__)
 

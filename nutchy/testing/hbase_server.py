@@ -84,8 +84,7 @@ from thriftpy2.transport import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from types import TracebackType
-
-    from typing_extensions import Self
+    from typing import Self
 
 __all__ = ["LATEST_TIMESTAMP", "HBaseThriftServer", "Hbase_thrift", "main"]
 
