@@ -246,6 +246,53 @@ def test_default_trap_rule_matches_as_the_plain_rule(
     assert (trap.search(url) is None) == (_PLAIN_TRAP_RULE.search(url) is None)
 
 
+#: The suffix rule as first written: any dot of the path followed by a suffix and then the
+#: query, the fragment or the end. The default rule jumps to the path's last dot without
+#: backtracking (a suffix holds no dot, so no other dot can match) and must agree on every URL.
+_PLAIN_SUFFIX_RULE = r"(?i)^[^?#]*\.(?:"
+
+
+def _suffix_rules(default_filter: RegexURLFilter) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    (expression,) = [e for _, e in default_filter.rules if "|gif|" in e or "(?:gif|" in e]
+    suffixes = expression[expression.index("(?:gif|") + 3 :]
+    return re.compile(expression), re.compile(_PLAIN_SUFFIX_RULE + suffixes)
+
+
+@given(
+    st.lists(
+        st.sampled_from(["/", "a", ".", "gif", "GIF", "js", "jpeg", "?", "#", "\n", "é"]),
+        max_size=14,
+    ),
+    st.sampled_from(["http://h", "https://ex.com/x.png", "HTTP://H"]),
+)
+@settings(max_examples=1000)
+def test_default_suffix_rule_matches_as_the_plain_rule(
+    default_filter: RegexURLFilter, parts: list[str], start: str
+) -> None:
+    url = start + "".join(parts)
+    rule, plain = _suffix_rules(default_filter)
+    assert (rule.search(url) is None) == (plain.search(url) is None)
+
+
+@pytest.mark.parametrize(
+    ("url", "rejected"),
+    [
+        ("http://h/a.gif", True),
+        ("http://h/a.b.JPG?x=1", True),
+        ("http://h/a.gif.html", False),
+        ("http://h/a.html?f=b.gif", False),  # the query is not looked at
+        ("http://h.js/page", False),  # the suffix must end the path
+        ("http://h/v1.2/style.css#top", True),
+    ],
+)
+def test_default_suffix_rule_examples(
+    default_filter: RegexURLFilter, url: str, rejected: bool
+) -> None:
+    rule, plain = _suffix_rules(default_filter)
+    assert (rule.search(url) is not None) is rejected
+    assert (plain.search(url) is not None) is rejected
+
+
 @pytest.mark.parametrize(
     ("url", "trapped"),
     [
