@@ -104,14 +104,18 @@ pages_strategy = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(
+#: Rows, topN, max count, count mode and a shuffle: the cases the selectors are compared on.
+selection_cases = given(
     pages_strategy,
     st.one_of(st.none(), st.integers(1, 30)),
     st.sampled_from([-1, 0, 1, 2, 3, 5]),
     st.sampled_from(["host", "domain"]),
     st.randoms(use_true_random=False),
 )
+
+
+@settings(max_examples=300, deadline=None)
+@selection_cases
 def test_selection_equals_nutchs_walk(rows, top_n, max_count, mode, rnd):
     pages = [page(f"http://{h}/p{n}", score=s) for h, n, s in rows]
     expected = reference(pages, top_n, max_count, mode)
@@ -336,13 +340,7 @@ REJECT_SEVENS = RegexURLFilter.from_lines(["-7$", "+."])
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    pages_strategy,
-    st.one_of(st.none(), st.integers(1, 30)),
-    st.sampled_from([-1, 0, 1, 2, 3, 5]),
-    st.sampled_from(["host", "domain"]),
-    st.randoms(use_true_random=False),
-)
+@selection_cases
 def test_deferred_url_checks_give_the_batch_or_say_they_cannot(rows, top_n, max_count, mode, rnd):
     pages = [page(f"http://{h}/p{n}", score=s) for h, n, s in rows]
     passing = [p for p in pages if REJECT_SEVENS.accepts(p.url)]

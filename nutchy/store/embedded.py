@@ -446,15 +446,8 @@ class EmbeddedStore:
             )
             while rows := cursor.fetchmany(page_size):
                 yield from rows
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                raise TableMissing(
-                    f"table {self.table_name!r} does not exist in {self.path};"
-                    " run 'nutchy storage init' or 'nutchy inject'"
-                ) from exc
-            raise StoreError(f"{self}: {exc}") from exc
         except sqlite3.Error as exc:
-            raise StoreError(f"{self}: {exc}") from exc
+            raise self._error(exc) from exc
         finally:
             conn.close()
 
@@ -666,18 +659,20 @@ class EmbeddedStore:
 
     # --- plumbing ------------------------------------------------------------------------------
 
+    def _error(self, exc: sqlite3.Error, doing: str = "") -> StoreError:
+        """The error to raise for *exc*: :exc:`TableMissing` when the table is not there."""
+        if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
+            return TableMissing(
+                f"table {self.table_name!r} does not exist in {self.path};"
+                " run 'nutchy storage init' or 'nutchy inject'"
+            )
+        return StoreError(f"{self}: {doing}{exc}")
+
     def _query(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self._conn.execute(sql, args)
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                raise TableMissing(
-                    f"table {self.table_name!r} does not exist in {self.path};"
-                    " run 'nutchy storage init' or 'nutchy inject'"
-                ) from exc
-            raise StoreError(f"{self}: {exc}") from exc
         except sqlite3.Error as exc:
-            raise StoreError(f"{self}: {exc}") from exc
+            raise self._error(exc) from exc
 
     def _transaction(self, work: Callable[[], T]) -> T:
         conn = self._conn
@@ -689,13 +684,8 @@ class EmbeddedStore:
             result = work()
         except BaseException as exc:
             conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
-                raise TableMissing(
-                    f"table {self.table_name!r} does not exist in {self.path};"
-                    " run 'nutchy storage init' or 'nutchy inject'"
-                ) from exc
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"{self}: write failed: {exc}") from exc
+                raise self._error(exc, "write failed: ") from exc
             raise
         conn.execute("COMMIT")
         return result
