@@ -187,7 +187,7 @@ def inject(
     seen: set[str] = set()
     chunk: list[Seed] = []
     templates: dict[tuple[float | None, int | None, tuple[tuple[str, str], ...]], RowUpdate] = {}
-    with _Parser(options.url_filter, workers) as parser:
+    with _Parser(options.url_filter, workers, chunk_size) as parser:
         for path in files:
             try:
                 handle = path.open("rb")
@@ -227,7 +227,7 @@ def inject(
 
 #: Seed files smaller than this (in all) are parsed in the job's own process by default.
 PARALLEL_BYTES: Final = 8 << 20
-#: Lines sent to a worker at a time, and batches of lines in flight per worker.
+#: Lines sent to a worker at a time, and the fewest batches of lines in flight per worker.
 _BATCH_LINES: Final = 2000
 _IN_FLIGHT: Final = 4
 #: What :func:`_parse_lines` gives for a line the URL filter rejects.
@@ -297,10 +297,14 @@ class _Parser:
     """Parses numbered seed lines, here or in *workers* processes, and gives them back in order.
 
     Lines go to the workers in batches, a few batches per worker at a time, so memory holds a
-    bounded part of a file whatever its size.
+    bounded part of a file whatever its size. The lines in flight cover two chunks of
+    *chunk_size* lines, so the workers parse the next chunk while the job's process writes one
+    (with less in flight they sat idle through every write).
     """
 
-    def __init__(self, url_filter: RegexURLFilter | None, workers: int) -> None:
+    def __init__(
+        self, url_filter: RegexURLFilter | None, workers: int, chunk_size: int = 20_000
+    ) -> None:
         self.url_filter = url_filter
         self.pool: ProcessPoolExecutor | None = None
         if workers:
@@ -314,7 +318,7 @@ class _Parser:
                 initializer=_start_worker,
                 initargs=(url_filter,),
             )
-            self.in_flight = workers * _IN_FLIGHT
+            self.in_flight = max(workers * _IN_FLIGHT, -(-2 * chunk_size // _BATCH_LINES))
 
     def __enter__(self) -> Self:
         return self
