@@ -299,3 +299,57 @@ def test_a_failing_change_writes_nothing_and_leaves_rows_usable(store):
     assert store.modify([b"a"], [b"s:s"], _add_one) == 1  # the row is not left locked
     assert _count(store.get(b"a")) == 2
     assert store.get(b"b") is None
+
+
+def test_insert_new_writes_only_the_missing_rows(store, reopen):
+    crawled = cols(
+        {
+            "f:ts": (5).to_bytes(8, "big"),
+            "f:st": b"\x00\x00\x00\x02",
+            "f:cnt": b"<html>kept</html>",
+            "ol:http://x/": b"anchor",
+            "mk:_gnmrk_": b"b1",
+            "f:bid": b"b1",
+            "mtdt:k": b"v",
+        }
+    )
+    store.write([RowUpdate(b"a", dict(crawled))])
+    seed = cols({"f:ts": (1).to_bytes(8, "big"), "s:s": b"\x3f\x80\x00\x00", "mk:_injmrk_": b"y"})
+    # the rows share one mapping of cells, as inject's do
+    updates = [RowUpdate(key, seed) for key in (b"a", b"b", b"c")]
+    assert store.insert_new(updates) == 2
+    assert store.insert_new(updates) == 0
+    store = reopen()
+    assert store.get(b"a") == crawled
+    assert store.get(b"b") == seed and store.get(b"c") == seed
+    # the new rows are found by the conditions of a scan, as written rows are
+    assert keys(store.scan(Scan(due_before=1))) == [b"b", b"c"]
+    assert keys(store.scan(Scan(marker=(b"_gnmrk_", b"b1")))) == [b"a"]
+
+
+def test_insert_new_of_any_update_and_of_one_row_twice(store, reopen):
+    store.write([RowUpdate(b"old", cols({"f:ts": b"\x00" * 8, "s:s": b"old"}))])
+    updates = [
+        # batch cells, content and links: not a plain new record
+        RowUpdate(b"new1", cols({"f:ts": b"\x00" * 8, "mk:_gnmrk_": b"b2", "f:cnt": b"body"})),
+        RowUpdate(b"new2", cols({"f:ts": b"\x00" * 8, "ol:http://y/": b""}), deletes={b"s:s"}),
+        RowUpdate(b"old", cols({"f:ts": b"\x00" * 8, "mk:_gnmrk_": b"b2", "s:s": b"new"})),
+        # two updates of one row are merged first, as write() merges them
+        RowUpdate(b"new3", cols({"f:ts": b"\x00" * 8})),
+        RowUpdate(b"new3", cols({"s:s": b"3"})),
+    ]
+    assert store.insert_new(updates) == 3
+    store = reopen()
+    assert store.get(b"old") == cols({"f:ts": b"\x00" * 8, "s:s": b"old"})
+    assert store.get(b"new1") == cols({"f:ts": b"\x00" * 8, "mk:_gnmrk_": b"b2", "f:cnt": b"body"})
+    assert store.get(b"new2") == cols({"f:ts": b"\x00" * 8, "ol:http://y/": b""})
+    assert store.get(b"new3") == cols({"f:ts": b"\x00" * 8, "s:s": b"3"})
+    assert keys(store.scan(Scan(marker=(b"_gnmrk_", b"b2")))) == [b"new1"]
+
+
+def test_insert_new_refuses_bad_cells_before_writing_anything(store):
+    with pytest.raises(TypeError):
+        store.insert_new([RowUpdate(b"a", {b"f:ts": b"1"}), RowUpdate(b"b", {b"f:ts": "1"})])
+    with pytest.raises(StoreError):
+        store.insert_new([RowUpdate(b"a", {b"f:ts": b"1"}), RowUpdate(b"b", {b"nope:x": b"1"})])
+    assert keys(store.scan()) == []

@@ -3,8 +3,10 @@
 :func:`inject` reads seed files line by line (never a whole file at once), turns each line into
 a :class:`~nutchy.core.inject.Seed` with :mod:`nutchy.core.inject`, drops URLs the URL filter
 rejects and repeats of a URL met earlier in the same run, and writes the rest in chunks: for each
-chunk it asks the table which rows exist (one ``get_many``), then applies the merge rule of
-:func:`~nutchy.core.inject.seed_change` through a buffered writer. Memory holds one chunk and the
+chunk it applies the merge rule of :func:`~nutchy.core.inject.seed_change`: with the default mode
+(a known row is left as it is) one :meth:`~nutchy.store.base.Store.insert_new` writes the rows the
+table does not have; with ``-overwrite`` and ``-update`` the job asks the table which rows exist
+(one ``get_many``) and writes each row's change. Memory holds one chunk and the
 set of row keys seen so far (to drop repeats), whatever the size of the seed files.
 """
 
@@ -385,21 +387,32 @@ def _write_chunk(
 ) -> None:
     # In key order: the rows land side by side in the store's key index (and in HBase regions).
     chunk.sort(key=_key_of)
+
+    def new_row(seed: Seed) -> RowUpdate:
+        # A new row's cells depend only on the score, the interval and the metadata of its
+        # line, so they are encoded once and shared (no store modifies the cells of an update,
+        # and the stores sort shared cells out once).
+        template = templates.get((seed.score, seed.fetch_interval, seed.metadata))
+        if template is None:
+            if len(templates) >= _TEMPLATES:
+                templates.clear()  # lines with metadata of their own: do not keep them all
+            template = _update(seed, False, options, now)
+            templates[seed.score, seed.fetch_interval, seed.metadata] = template
+        return RowUpdate(seed.key.encode(), template.puts)
+
+    if options.mode is InjectMode.KEEP:
+        # A known row is left as it is: the store writes the rows it does not have, without
+        # reading them first.
+        written = table.store.insert_new([new_row(seed) for seed in chunk])
+        result.injected += written
+        result.known += len(chunk) - written
+        return
     existing = table.get_many([seed.key for seed in chunk], _EXISTS_FIELDS)
     updates: list[RowUpdate] = []
     for seed in chunk:
         exists = seed.key in existing
         if not exists:
-            # The common case, a new row: its cells depend only on the score, the interval and
-            # the metadata of its line, so they are encoded once and shared (no store modifies
-            # the cells of an update, and the embedded store sorts shared cells out once).
-            template = templates.get((seed.score, seed.fetch_interval, seed.metadata))
-            if template is None:
-                if len(templates) >= _TEMPLATES:
-                    templates.clear()  # lines with metadata of their own: do not keep them all
-                template = _update(seed, False, options, now)
-                templates[seed.score, seed.fetch_interval, seed.metadata] = template
-            updates.append(RowUpdate(seed.key.encode(), template.puts))
+            updates.append(new_row(seed))
             result.injected += 1
             continue
         change = _change(seed, exists, options, now)

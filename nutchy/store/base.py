@@ -12,6 +12,7 @@ The calls, all blocking (Scrapy components call them from a thread, never on the
   evaluates close to the data: a marker equal to a batch id, and a fetch time at or before a
   moment. Memory is bounded by the page size, whatever the table holds;
 - :meth:`Store.write` applies :class:`~nutchy.store.schema.RowUpdate` changes;
+  :meth:`Store.insert_new` writes only the rows that are not in the table;
 - :meth:`Store.modify` reads rows, computes their changes and writes them with no other
   ``modify`` of those rows in between (what adding to a score needs when several processes
   update one table);
@@ -84,6 +85,13 @@ class Store(Protocol):
     def write(self, updates: Sequence[RowUpdate]) -> None:
         """Apply *updates*. The embedded store applies one call atomically; HBase applies each row
         atomically."""
+        ...
+
+    def insert_new(self, updates: Sequence[RowUpdate]) -> int:
+        """Write the rows of *updates* that are not in the table, leave the rows that are there
+        as they are, and return how many rows were written (inject's default merge rule). The
+        embedded store decides row by row inside one transaction; HBase reads the rows first
+        (see :meth:`nutchy.store.hbase.HBaseStore.insert_new`)."""
         ...
 
     def modify(

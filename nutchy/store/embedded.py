@@ -125,6 +125,17 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+#: The columns of the main record after its key, in the order :func:`_new_record` gives them.
+_MAIN_COLUMNS = (
+    "fetch_time",
+    *_COPY_NAMES,
+    *_MARKER_COLUMNS.values(),
+    "has_links",
+    "has_content",
+    *[_quote(_FAMILY_COLUMNS[i]) for i in _HOT],
+)
+
+
 class EmbeddedStore:
     """The web table in a SQLite file at *path*, in the table *table_name*.
 
@@ -461,6 +472,57 @@ class EmbeddedStore:
             with self._lock:
                 self._transaction(lambda: self._apply(changes))
 
+    def insert_new(self, updates: Sequence[RowUpdate]) -> int:
+        """Write the rows of *updates* that are not in the table, in one transaction, and leave
+        the rows that are there as they are; return how many rows were written.
+
+        New rows made of main-record cells alone (inject's) take one ``INSERT ... ON CONFLICT
+        DO NOTHING`` each: no read, and rows sharing one ``puts`` mapping share one record.
+        Any other update is applied as :meth:`write` applies it, to the rows found missing
+        inside the transaction.
+        """
+        models: dict[int, _Change] = {}
+        records: list[tuple[Any, ...]] = []
+        others: list[_Change] = []
+        for update in coalesce(updates):
+            if update.deletes or update.replace:
+                others.append(_Change(update))
+                continue
+            model = models.get(id(update.puts))
+            if model is None:
+                model = models[id(update.puts)] = _Change(update)
+                if model.plain:
+                    model.record = _new_record(model)[1:]
+            if model.record is not None:
+                records.append((update.key, *model.record))
+            else:
+                others.append(model if model.key == update.key else model.for_key(update.key))
+        self._check_families([*models.values(), *others])
+        if not (records or others):
+            return 0
+        main = ", ".join(_MAIN_COLUMNS)
+        insert = (
+            f"INSERT INTO {self._t} (key, {main}) VALUES ({', '.join('?' * (1 + len(_MAIN_COLUMNS)))})"
+            " ON CONFLICT (key) DO NOTHING"
+        )
+
+        def work() -> int:
+            written = self._conn.executemany(insert, records).rowcount if records else 0
+            if others:
+                found: set[bytes] = set()
+                for i in range(0, len(others), _CHUNK):
+                    chunk = [change.key for change in others[i : i + _CHUNK]]
+                    sql = f"SELECT key FROM {self._t} WHERE key IN ({','.join('?' * len(chunk))})"
+                    found.update(record[0] for record in self._conn.execute(sql, chunk))
+                missing = [change for change in others if change.key not in found]
+                self._apply(missing)
+                written += len(missing)
+            return written
+
+        with self._lock:
+            self._check_layout()
+            return self._transaction(work)
+
     def _check_families(self, changes: list[_Change]) -> None:
         checked: set[int] = set()  # changes that share their cells share their families
         for change in changes:
@@ -511,10 +573,8 @@ class EmbeddedStore:
         self._check_layout()
         conn = self._conn
         t, c, k, b = self._t, self._c, self._k, self._b
-        hot = [_quote(_FAMILY_COLUMNS[i]) for i in _HOT]
         cold = [_quote(_FAMILY_COLUMNS[i]) for i in _COLD]
-        main = ["fetch_time", *_COPY_NAMES, *_MARKER_COLUMNS.values(), "has_links", "has_content"]
-        main += hot
+        main = list(_MAIN_COLUMNS)
         upsert_hot = (
             f"INSERT INTO {t} (key, {', '.join(main)}) VALUES ({', '.join('?' * (1 + len(main)))})"
             " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in main)

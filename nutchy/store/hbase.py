@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
 from nutchy.store.base import Scan, key_range
@@ -96,6 +96,8 @@ def due_filter(due_before: int) -> bytes:
     )
 
 
+#: The cells :meth:`HBaseStore.insert_new` reads to tell whether a row is in the table.
+_PRESENCE_COLUMNS: Final = (FETCH_TIME_COLUMN, b"mk")
 #: The cell :meth:`HBaseStore.modify` locks a row with (nutchy only; hidden from reads).
 LOCK_COLUMN = b"mk:_nlk_"
 _FREE = b""
@@ -365,6 +367,21 @@ class HBaseStore:
             return
         ts = self._next_timestamp()
         self._call(lambda conn: self._write(conn, merged, ts))
+
+    def insert_new(self, updates: Sequence[RowUpdate]) -> int:
+        """Write the rows of *updates* that are not in the table, and leave the rows that are
+        there as they are; return how many rows were written.
+
+        One read of the rows (their ``f:ts`` and ``mk`` cells: every row a crawl writes has a
+        fetch time) tells which are missing, then those are written. A row another process
+        creates between the read and the write gets these cells over its own: HBase can insert
+        a row only if absent one row at a time (``checkAndPut``), a round trip per row.
+        """
+        merged = coalesce(updates)
+        found = self.get_many([update.key for update in merged], _PRESENCE_COLUMNS)
+        missing = [update for update in merged if update.key not in found]
+        self.write(missing)
+        return len(missing)
 
     def _write(self, conn: Any, merged: list[RowUpdate], ts: int) -> None:
         table = conn.table(self._short_name)
