@@ -481,23 +481,10 @@ class EmbeddedStore:
         Any other update is applied as :meth:`write` applies it, to the rows found missing
         inside the transaction.
         """
-        models: dict[int, _Change] = {}
-        records: list[tuple[Any, ...]] = []
-        others: list[_Change] = []
-        for update in coalesce(updates):
-            if update.deletes or update.replace:
-                others.append(_Change(update))
-                continue
-            model = models.get(id(update.puts))
-            if model is None:
-                model = models[id(update.puts)] = _Change(update)
-                if model.plain:
-                    model.record = _new_record(model)[1:]
-            if model.record is not None:
-                records.append((update.key, *model.record))
-            else:
-                others.append(model if model.key == update.key else model.for_key(update.key))
-        self._check_families([*models.values(), *others])
+        changes = _changes(coalesce(updates))
+        self._check_families(changes)
+        records = [_new_record(change) for change in changes if change.plain]
+        others = [change for change in changes if not change.plain]
         if not (records or others):
             return 0
         main = ", ".join(_MAIN_COLUMNS)
