@@ -155,6 +155,21 @@ def test_new_row_and_additions() -> None:
     )
 
 
+def test_inlinks_kept_best_first_ties_in_arrival_order() -> None:
+    # Which inlinks db.update.max.inlinks keeps, their order, and the order their scores are
+    # summed in (floating-point addition is not associative) are those of a stable sort on
+    # descending score.
+    scores = [0.1, 0.3, 0.1, 1e-17, 0.3, 0.2, 0.1, 1e16, 0.3]
+    inlinks = [Inlink(f"http://s{i}.com/", str(i), s, None) for i, s in enumerate(scores)]
+    expected = sorted(inlinks, key=lambda i: -i.score)
+    for limit in (3, 5, len(inlinks)):
+        c = change(None, inlinks, max_inlinks=limit)
+        kept = expected[:limit]
+        assert list(c.entries["inlinks"]) == [i.source for i in kept]
+        # exactly: the same additions in the same order
+        assert c.fields["score"] == sum(i.score for i in kept)
+
+
 def test_distance_only_decreases() -> None:
     page = fetched(CrawlStatus.FETCHED, markers={"dist": "2"})
     assert "markers" not in change(page, [Inlink("http://b/", "", 0.0, 5)], batch_id="x").entries

@@ -23,6 +23,7 @@ arguments of :func:`nutchy.store.schema.build_update`, and the caller passes *no
 from __future__ import annotations
 
 import email.utils
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -67,6 +68,8 @@ BATCH_UPDATE_FIELDS = tuple(f for f in BATCH_FIELDS if f != "outlinks")
 SHARE_FIELDS = ("status", "outlinks", "metadata", "markers")
 #: The fields :func:`update_row` reads from a row that is only the target of inlinks.
 TARGET_FIELDS = ("score", "metadata", "markers")
+
+_score = operator.attrgetter("score")
 
 _RESCHEDULED = frozenset(
     {CrawlStatus.FETCHED, CrawlStatus.REDIR_TEMP, CrawlStatus.REDIR_PERM, CrawlStatus.NOTMODIFIED}
@@ -312,7 +315,8 @@ def update_row(
             if Mark.PARSE in page.markers:
                 markers[Mark.UPDATEDB] = page.markers[Mark.PARSE]
                 markers[Mark.PARSE] = None
-    kept = sorted(inlinks, key=lambda i: -i.score)[: config.max_inlinks]
+    # Best scores first, ties in arrival order (a reversed sort stays stable).
+    kept = sorted(inlinks, key=_score, reverse=True)[: config.max_inlinks]
     if kept:
         written: dict[str, object] = {
             i.source: i.anchor for i in kept if not i.stored or page is None

@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 #: ``mtdt`` key (nutchy only) of the last batch whose score contributions a row received.
 UPDATED_BY_KEY = "_nub_"
 
+# A target URL not looked up yet (``None`` is an invalid one).
+_UNSEEN = ""
+
 
 @dataclass
 class UpdateCounts:
@@ -104,23 +107,33 @@ def updatedb(
     given: dict[str, float] = {}
     contributions: dict[str, list[Inlink]] = {}
     keys: dict[str, str | None] = {}  # target URL -> row key (a target has many sources)
+    # The loop below runs once per outlink of the batch (40 a page is common): it looks each
+    # target up once, and builds no list it does not keep.
+    known = keys.get
+    received = contributions.get
+    invalid = 0
     for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
         if not in_batch(page, batch_id):
             continue
         inlinks, given[page.key] = share_cash(page, config)
         for target, inlink in inlinks:
-            if target in keys:
-                key = keys[target]
-            else:
+            key = known(target, _UNSEEN)
+            if key is _UNSEEN:
                 try:
-                    key = keys[target] = reverse_url(target)
+                    key = reverse_url(target)
                 except InvalidURL:
-                    key = keys[target] = None
+                    key = None
+                keys[target] = key
             if key is None:
-                counts.invalid_targets += 1
+                invalid += 1
                 continue
-            contributions.setdefault(key, []).append(inlink)
-    del keys
+            found = received(key)
+            if found is None:
+                contributions[key] = [inlink]
+            else:
+                found.append(inlink)
+    counts.invalid_targets = invalid
+    del keys, known, received
     targets = sorted(k for k in contributions if k not in given)
 
     # What happened to each row, from the last call of its change (modify may call it twice).
