@@ -87,7 +87,9 @@ class NutchParsePipeline:
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         if not get_bool(settings, "NUTCH_FETCHER_PARSE"):
-            raise NotConfigured("NUTCH_FETCHER_PARSE is False")
+            # Without a message: turned off by its setting, which is no reason for a warning
+            # (Scrapy's list of enabled pipelines shows it is off).
+            raise NotConfigured
         assert crawler.stats is not None
         pipeline = cls(
             open_table(settings),
@@ -183,7 +185,8 @@ class NutchDbUpdatePipeline:
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         if not get_bool(settings, "NUTCH_FETCHER_UPDATEDB"):
-            raise NotConfigured("NUTCH_FETCHER_UPDATEDB is False")
+            # nutchy crawl's fetch children run with it off: no warning (see above).
+            raise NotConfigured
         assert crawler.stats is not None
         pipeline = cls(settings, crawler.stats)
         crawler.signals.connect(pipeline.batch_parsed, signal=batch_parsed)

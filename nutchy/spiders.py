@@ -61,8 +61,9 @@ SPIDER_DEFAULTS: dict[str, object] = {
 #: ``download_timeout`` (DownloadTimeout), ``dont_retry`` (Retry) and, for the rows,
 #: ``dont_redirect`` (MetaRefresh: nutchy records redirects and follows them itself, and follows
 #: a robots.txt redirect through Scrapy's RedirectMiddleware, which stays); the spider yields
-#: no requests (Depth, Referer, UrlLength, MetaCopyDetection) and every status is an outcome
-#: (HttpError).
+#: no requests (Depth, UrlLength, MetaCopyDetection) and every status is an outcome (HttpError).
+#: RefererMiddleware stays: RedirectMiddleware looks for it and warns on every crawl without it
+#: (it sets no Referer on the fetch's requests, which no response produced).
 UNUSED_MIDDLEWARES: dict[str, tuple[str, ...]] = {
     "DOWNLOADER_MIDDLEWARES": (
         "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware",
@@ -72,7 +73,6 @@ UNUSED_MIDDLEWARES: dict[str, tuple[str, ...]] = {
     ),
     "SPIDER_MIDDLEWARES": (
         "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware",
-        "scrapy.spidermiddlewares.referer.RefererMiddleware",
         "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware",
         "scrapy.spidermiddlewares.depth.DepthMiddleware",
         "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware",

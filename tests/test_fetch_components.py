@@ -18,6 +18,7 @@ from scrapy.exceptions import (
 from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
 from scrapy.spidermiddlewares.depth import DepthMiddleware
+from scrapy.spidermiddlewares.referer import RefererMiddleware
 from scrapy.spidermiddlewares.start import StartSpiderMiddleware
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
@@ -88,7 +89,7 @@ def test_the_spider_leaves_out_components_it_does_not_need_unless_the_project_li
         map(load, downloader)
     )
     assert NutchFetchMiddleware in downloader and RedirectMiddleware in map(load, downloader)
-    assert list(map(load, spider)) == [StartSpiderMiddleware]
+    assert list(map(load, spider)) == [StartSpiderMiddleware, RefererMiddleware]
     assert not settings.getbool("COOKIES_ENABLED") and not settings.getbool("DOWNLOADER_STATS")
 
     project = {
@@ -103,7 +104,7 @@ def test_the_spider_leaves_out_components_it_does_not_need_unless_the_project_li
     downloader = build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
     spider = build_component_list(settings.getwithbase("SPIDER_MIDDLEWARES"))
     assert RetryMiddleware in map(load, downloader) and OffsiteMiddleware not in downloader
-    assert list(map(load, spider)) == [StartSpiderMiddleware, DepthMiddleware]
+    assert list(map(load, spider)) == [StartSpiderMiddleware, RefererMiddleware, DepthMiddleware]
     assert settings.getbool("COOKIES_ENABLED")
 
 

@@ -229,6 +229,9 @@ def test_no_cookie_is_sent_back(store, tmp_path, site):
         table.get(site.url(H4, "/cookie"), ["headers"]).headers["Set-Cookie"] == "session=1; Path=/"
     )
     assert "Cookie" not in hits["/page/after"]  # Nutch keeps no cookies (COOKIES_ENABLED)
+    assert "Referer" not in hits["/page/after"]
+    # The components the spider leaves out leave no component asking for them.
+    assert "] WARNING: " not in result.log, result.log[-3000:]
 
     # A project that turns cookies on gets them.
     site.clear()

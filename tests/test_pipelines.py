@@ -11,7 +11,7 @@ from scrapy.utils.test import get_crawler
 from nutchy.addon import NutchAddon
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
-from nutchy.pipelines import FetchedPage, NutchParsePipeline
+from nutchy.pipelines import FetchedPage, NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.store import open_table
 
 
@@ -32,9 +32,16 @@ def fetched(url: str, body: bytes) -> FetchedPage:
     )
 
 
-def test_off_is_not_configured(tmp_path):
-    with pytest.raises(NotConfigured, match="NUTCH_FETCHER_PARSE"):
-        build_from_crawler(NutchParsePipeline, crawler(tmp_path, NUTCH_FETCHER_PARSE=False))
+def test_off_is_not_configured_and_not_a_warning(tmp_path):
+    # Scrapy logs a warning for a NotConfigured with a message: turning a pipeline off by its
+    # setting is not one.
+    for pipeline, setting in (
+        (NutchParsePipeline, "NUTCH_FETCHER_PARSE"),
+        (NutchDbUpdatePipeline, "NUTCH_FETCHER_UPDATEDB"),
+    ):
+        with pytest.raises(NotConfigured) as raised:
+            build_from_crawler(pipeline, crawler(tmp_path, **{setting: False}))
+        assert not raised.value.args
 
 
 def test_repr_leaves_content_out():
