@@ -17,8 +17,9 @@ The spider's arguments say what to fetch:
   the rest of the batch is left for a resumed fetch.
 
 Each page fetched with success (each answer, with ``nutch_every_response``) reaches
-:meth:`NutchSpider.parse` with its recorded outcome in ``response.meta["nutch_outcome"]``. Fetching writes everything the fetch step of Nutch writes;
-with ``NUTCH_FETCHER_PARSE`` on (the default), ``parse`` passes each successful fetch on to
+:meth:`NutchSpider.parse` with its recorded outcome in ``response.meta["nutch_outcome"]``.
+Fetching writes everything the fetch step of Nutch writes; with ``NUTCH_FETCHER_PARSE`` on (the
+default), ``parse`` passes each successful fetch on to
 :class:`~nutchy.pipelines.NutchParsePipeline`.
 """
 

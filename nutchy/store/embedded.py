@@ -496,11 +496,7 @@ class EmbeddedStore:
         def work() -> int:
             written = self._conn.executemany(insert, records).rowcount if records else 0
             if others:
-                found: set[bytes] = set()
-                for i in range(0, len(others), _CHUNK):
-                    chunk = [change.key for change in others[i : i + _CHUNK]]
-                    sql = f"SELECT key FROM {self._t} WHERE key IN ({','.join('?' * len(chunk))})"
-                    found.update(record[0] for record in self._conn.execute(sql, chunk))
+                found = self._present([change.key for change in others])
                 missing = [change for change in others if change.key not in found]
                 self._apply(missing)
                 written += len(missing)
@@ -509,6 +505,15 @@ class EmbeddedStore:
         with self._lock:
             self._check_layout()
             return self._transaction(work)
+
+    def _present(self, keys: list[bytes]) -> set[bytes]:
+        """Which of *keys* are rows of the table (read from the key index alone)."""
+        found: set[bytes] = set()
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            sql = f"SELECT key FROM {self._t} WHERE key IN ({','.join('?' * len(chunk))})"
+            found.update(record[0] for record in self._conn.execute(sql, chunk))
+        return found
 
     def _check_families(self, changes: list[_Change]) -> None:
         checked: set[int] = set()  # changes that share their cells share their families
@@ -588,12 +593,7 @@ class EmbeddedStore:
             chunk = updates[i : i + _CHUNK]
             # A write of batch cells alone (generate's marks) needs to know only that the row
             # exists, which the key index tells without reading the main record.
-            existing = {
-                record[0]
-                for record in read(
-                    f"SELECT key FROM {t} WHERE key IN ", [u.key for u in chunk if u.only_batch]
-                )
-            }
+            existing = self._present([u.key for u in chunk if u.only_batch])
             old = {
                 record[0]: record
                 for record in read(read_hot, [u.key for u in chunk if u.key not in existing])

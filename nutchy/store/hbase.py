@@ -362,7 +362,10 @@ class HBaseStore:
             return ts
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
-        merged = coalesce(updates)
+        self._write_merged(coalesce(updates))
+
+    def _write_merged(self, merged: list[RowUpdate]) -> None:
+        """Write *merged*, one update per row (what :func:`coalesce` gives)."""
         if not merged:
             return
         ts = self._next_timestamp()
@@ -380,7 +383,7 @@ class HBaseStore:
         merged = coalesce(updates)
         found = self.get_many([update.key for update in merged], _PRESENCE_COLUMNS)
         missing = [update for update in merged if update.key not in found]
-        self.write(missing)
+        self._write_merged(missing)
         return len(missing)
 
     def _write(self, conn: Any, merged: list[RowUpdate], ts: int) -> None:
