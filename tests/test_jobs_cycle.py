@@ -3,7 +3,9 @@ that change nothing, and two crawls updating the same rows."""
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +18,7 @@ from nutchy.core.update import UpdateConfig
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.jobs.parse import parse_batch
-from nutchy.jobs.updatedb import updatedb
+from nutchy.jobs.updatedb import read_ahead, updatedb
 from nutchy.store.table import WebTable
 
 NOW = 1_700_000_000_000
@@ -255,3 +257,121 @@ def test_concurrent_updatedb_runs_lose_no_contribution(store_factory, table):
         assert row.score - 1.0 >= 4 * share, url
         assert read_cash(row.metadata) in (0.0, row.score - 1.0), url
         assert len(row.inlinks) == 4
+
+
+# --- updatedb's first read done ahead, during the fetch (nutchy crawl) -----------------------
+
+
+def _world(table, n: int) -> list[str]:
+    """A crawled world of six pages on host w<n>, generated into batch b<n>: five fetched pages
+    linking to each other and to an external host, one never fetched; keys in URL order."""
+    urls = [f"http://w{n}.example.com/{i}" for i in range(6)]
+    for i, url in enumerate(urls):
+        links = {u: f"to {j}" for j, u in enumerate(urls) if j != i}
+        links[f"http://x{n}.example.org/"] = "out"
+        fetched_before = i < 5
+        page = WebPage(
+            reverse_url(url),
+            status=CrawlStatus.FETCHED if fetched_before else CrawlStatus.UNFETCHED,
+            fetch_time=NOW - DAY,
+            fetch_interval=2592000,
+            score=1.0 + i / 4,
+            outlinks=links if fetched_before else {},
+            metadata={"_csh_": cash_bytes(1.0 + i / 4)},
+            markers={"_gnmrk_": f"b{n}", "dist": str(i % 3)},
+        )
+        table.put(page, ["status", "fetch_time", "fetch_interval", "score", "outlinks", "metadata"])
+        table.update(page.key, entries={"markers": page.markers})
+    return [reverse_url(u) for u in urls]
+
+
+PAGE_5 = b'<a href="/1">one</a> <a href="/8">eight</a>'
+
+
+def _fetch_world(table, n: int, keys: list[str]) -> None:
+    """The fetch of batch b<n>: a 304, a changed page (parsed), a redirect, a row deleted, a page
+    left unfetched, and the never-fetched page fetched and parsed."""
+    batch = f"b{n}"
+    mark = {"markers": {"_ftcmrk_": batch}}
+    table.update(keys[0], {"status": CrawlStatus.NOTMODIFIED, "fetch_time": NOW}, mark)
+    # relative links only: the same bytes (and signature) in every world
+    for key, body in [(keys[1], b'<a href="/0">zero</a> <a href="/9">new</a>'), (keys[5], PAGE_5)]:
+        fields = {"status": CrawlStatus.FETCHED, "fetch_time": NOW, "content": body}
+        table.update(key, {**fields, "content_type": "text/html"}, mark)
+    moved = {f"http://w{n}.example.com/moved": ""}
+    table.update(keys[2], {"status": CrawlStatus.REDIR_TEMP}, mark, replace={"outlinks": moved})
+    table.store.delete_rows([keys[3].encode()])
+    run_parse(table, batch)
+
+
+def _renamed(table, n: int) -> dict[str, str]:
+    """Every row of world *n*, as text with the world's names made neutral."""
+    names = re.compile(rf"\b([wxb]){n}\b")
+    return {
+        names.sub(r"\1", page.key): names.sub(r"\1", repr(page))
+        for page in table.scan()
+        if re.search(rf"\.[wx]{n}:", page.key)
+    }
+
+
+def test_updatedb_with_the_batch_read_ahead_writes_what_it_writes_without(table):
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    ahead_keys = _world(table, 1)
+    plain_keys = _world(table, 2)
+    ahead = read_ahead(table, "b1", config)
+    assert sorted(ahead.shares) == ahead_keys
+    _fetch_world(table, 1, ahead_keys)
+    _fetch_world(table, 2, plain_keys)
+
+    reread: list[str] = []
+    get_many = table.get_many
+
+    def spy(keys, fields=None, **kwargs):
+        reread.extend(keys)
+        return get_many(keys, fields, **kwargs)
+
+    table.get_many = spy
+    with_ahead = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=ahead)
+    # read again: every page still in the batch but the 304 (the deleted row is gone)
+    assert sorted(reread) == [ahead_keys[i] for i in (1, 2, 4, 5)]
+    del table.get_many
+    without = updatedb(table, "b2", now=NOW + 1000, config=config)
+
+    assert (with_ahead.read_ahead, without.read_ahead) == (1, 0)
+    assert replace(with_ahead, read_ahead=0) == without
+    assert with_ahead.batch_pages == 5 and with_ahead.new_rows > 0
+    world_1, world_2 = _renamed(table, 1), _renamed(table, 2)
+    for key in world_1:
+        assert world_1[key] == world_2.get(key), key
+    assert len(world_1) > 6
+
+
+def test_read_ahead_shares_the_cash_read_and_keeps_what_arrives_later(table):
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    keys = _world(table, 1)
+    before = sum(read_cash(p.metadata) for p in table.scan(["metadata"]))
+    ahead = read_ahead(table, "b1", config)
+    # every page answers 304; meanwhile another crawl's updatedb gives the first page 0.5 more
+    for key in keys[:5]:
+        table.update(key, {"status": CrawlStatus.NOTMODIFIED}, {"markers": {"_ftcmrk_": "b1"}})
+    table.update(keys[0], entries={"metadata": {"_csh_": cash_bytes(1.5)}})
+    updatedb(table, "b1", now=NOW + 1000, config=config, ahead=ahead)
+    rows = snapshot(table)
+    # it gave away the 1.0 read ahead, kept the 0.5 that arrived later, and received a sixth of
+    # the cash of each other page of the batch
+    received = sum((1 + i / 4) / 6 for i in range(1, 5))
+    assert read_cash(rows[keys[0]].metadata) == pytest.approx(0.5 + received, rel=1e-6)
+    assert sum(read_cash(p.metadata) for p in rows.values()) == pytest.approx(before + 0.5)
+
+
+def test_read_ahead_of_another_batch_is_not_used(table):
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    keys = _world(table, 1)
+    stale = read_ahead(table, "b1", config)
+    stale.batch_id = "b9"
+    for key in keys[:5]:
+        table.update(key, {"status": CrawlStatus.NOTMODIFIED}, {"markers": {"_ftcmrk_": "b1"}})
+    table.update(keys[0], replace={"outlinks": {"http://w1.example.com/new": "n"}})
+    counts = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=stale)
+    assert counts.new_rows == 2  # the external host and /new, read now
+    assert table.get("http://w1.example.com/new").inlinks == {"http://w1.example.com/0": "n"}

@@ -13,7 +13,7 @@ from nutchy.core.urls import normalize_url
 from nutchy.exceptions import ConfigError
 from nutchy.jobs._settings import get_bool, get_float, get_int, url_filter
 from nutchy.jobs.parse import ParseCounts, parse_batch
-from nutchy.jobs.updatedb import UpdateCounts, updatedb
+from nutchy.jobs.updatedb import ReadAhead, UpdateCounts, updatedb
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -112,10 +112,17 @@ def parse_config(settings: BaseSettings) -> ParseConfig:
 
 
 def finish_batch(
-    table: WebTable, settings: BaseSettings, batch_id: str | None, *, now: int, parse: bool = True
+    table: WebTable,
+    settings: BaseSettings,
+    batch_id: str | None,
+    *,
+    now: int,
+    parse: bool = True,
+    ahead: ReadAhead | None = None,
 ) -> tuple[ParseCounts | None, UpdateCounts]:
     """The end of a round, after the fetch of *batch_id*: parse what the fetch did not (``nutchy
-    parse ID -resume``; skipped when *parse* is false), then ``nutchy updatedb ID`` at *now*."""
+    parse ID -resume``; skipped when *parse* is false), then ``nutchy updatedb ID`` at *now*,
+    with the batch's shares read *ahead* during the fetch when given."""
     parsed = None
     if parse:
         parsed = parse_batch(
@@ -127,5 +134,6 @@ def finish_batch(
             timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
             resume=True,  # pages the fetch parsed already (NUTCH_FETCHER_PARSE)
         )
-    updated = updatedb(table, batch_id, now=now, config=update_config(settings, batch_id))
+    config = update_config(settings, batch_id)
+    updated = updatedb(table, batch_id, now=now, config=config, ahead=ahead)
     return parsed, updated

@@ -4,12 +4,14 @@ Inject the seeds once, then run rounds of generate, fetch, parse and updatedb un
 done, generate selects nothing, or a file named ``STOP`` appears in the crawl directory (checked
 before each round, so the current round always finishes). Generate, parse and updatedb run in
 this process; each fetch runs ``scrapy crawl nutch`` in a child process (see
-:mod:`nutchy._fetchrun`).
+:mod:`nutchy._fetchrun`). While the child fetches, this process reads ahead what updatedb needs
+of the batch (:func:`~nutchy.jobs.updatedb.read_ahead`), on the core the child leaves free.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import subprocess
 import sys
@@ -20,13 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nutchy.core.generate import new_batch_id
-from nutchy.jobs._cycle import finish_batch
+from nutchy.exceptions import StoreError
+from nutchy.jobs._cycle import finish_batch, update_config
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.inject import InjectOptions, inject
+from nutchy.jobs.updatedb import ReadAhead, read_ahead
 from nutchy.store import open_table
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+
+    from nutchy.store.table import WebTable
+
+logger = logging.getLogger(__name__)
 
 #: Name of the file in the crawl directory that stops a crawl after its current round.
 STOP_FILE = "STOP"
@@ -41,10 +49,16 @@ class CrawlReport:
     stopped: str = ""
 
 
+def start_fetch_in_child(batch_id: str, overrides: Mapping[str, Any]) -> Callable[[], int]:
+    """Start fetching *batch_id* with ``python -m nutchy._fetchrun``; return a function that waits
+    for the child and returns its exit code."""
+    command = [sys.executable, "-m", "nutchy._fetchrun", batch_id, json.dumps(dict(overrides))]
+    return subprocess.Popen(command).wait
+
+
 def fetch_in_child(batch_id: str, overrides: Mapping[str, Any]) -> int:
     """Fetch *batch_id* with ``python -m nutchy._fetchrun``; return its exit code."""
-    command = [sys.executable, "-m", "nutchy._fetchrun", batch_id, json.dumps(dict(overrides))]
-    return subprocess.run(command, check=False).returncode
+    return start_fetch_in_child(batch_id, overrides)()
 
 
 def crawl(
@@ -55,12 +69,13 @@ def crawl(
     top_n: int | None,
     overrides: Mapping[str, Any],
     add_days: int = 0,
-    fetch: Callable[[str, Mapping[str, Any]], int] = fetch_in_child,
+    start_fetch: Callable[[str, Mapping[str, Any]], Callable[[], int]] = start_fetch_in_child,
     log: Callable[[str], None] = print,
 ) -> CrawlReport:
     """Run the crawl; *overrides* are the settings given on the command line, passed to fetch.
 
     Each round's generate selects the URLs due *add_days* days from now (``-adddays``).
+    *start_fetch* starts a round's fetch and returns a function that waits for its exit code.
     """
     report = CrawlReport()
     stop = Path(settings.get("NUTCH_CRAWL_DIR")) / STOP_FILE
@@ -86,17 +101,34 @@ def crawl(
                 break
             report.batches.append(batch_id)
             log(f"round {number}: batch {batch_id}, {generated.selected} URLs")
-            code = fetch(batch_id, overrides)
+            wait = start_fetch(batch_id, overrides)
+            try:
+                ahead = _read_ahead(table, settings, batch_id)
+            finally:
+                code = wait()
             if code != 0:
                 report.stopped = f"the fetch of batch {batch_id} failed (exit code {code})"
                 break
-            parsed, updated = finish_batch(table, settings, batch_id, now=_now())
+            parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
             assert parsed is not None
-            log(f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs")
+            line = f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs"
+            if updated.read_ahead:
+                line += f" ({updated.read_ahead} pages updated from what was read during the fetch)"
+            log(line)
         else:
             report.stopped = f"{rounds} rounds done"
     log(f"stopped, {report.stopped}")
     return report
+
+
+def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadAhead | None:
+    """updatedb's first read of the batch, done while it is fetched; ``None`` if the table could
+    not be read (updatedb then reads it all after the fetch, and reports what is wrong)."""
+    try:
+        return read_ahead(table, batch_id, update_config(settings, batch_id))
+    except StoreError as exc:  # an optimization: the crawl goes on without it
+        logger.warning("Could not read batch %s ahead of updatedb: %s", batch_id, exc)
+        return None
 
 
 def _now() -> int:

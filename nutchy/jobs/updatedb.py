@@ -13,14 +13,19 @@ contributions twice.
 Every row is read and rewritten with :meth:`~nutchy.store.table.WebTable.modify`, so when several
 processes update the same rows at once (two crawls sharing one table), each adds its score and
 cash to what the row holds at that moment: no contribution is lost (see docs/updatedb.md).
+
+The first read can be done ahead, while the batch is being fetched (:func:`read_ahead`, which
+``nutchy crawl`` runs while its fetch child works): the pages the fetch answered with 304 keep
+the outlinks, cash and distance read then, and only the others are read again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
-from nutchy.core.status import Mark
+from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.update import (
     BATCH_UPDATE_FIELDS,
     SHARE_FIELDS,
@@ -55,6 +60,8 @@ class UpdateCounts:
     not_added: int = 0
     invalid_targets: int = 0
     already_counted: int = 0
+    #: pages whose shares were read ahead, during the fetch, and not read again
+    read_ahead: int = 0
 
 
 def _change(
@@ -85,13 +92,120 @@ def _change(
     return build_update(key, change.fields, entries, change.replace), again
 
 
+#: A page's share of the batch: its inlinks as (target row key, or ``None`` for a target that is
+#: no valid URL; inlink), and the cash they carry in all.
+_Share = tuple[list[tuple[str | None, Inlink]], float]
+
+
+@dataclass
+class ReadAhead:
+    """updatedb's first read of a batch, done before or during its fetch (see :func:`read_ahead`).
+
+    *shares* holds each page's share as if the fetch answers it with 304 (its outlinks are those
+    of its last parse, so its inlinks are stored); *keys* the row key of every target URL met.
+    """
+
+    batch_id: str
+    shares: dict[str, _Share] = field(default_factory=dict)
+    keys: dict[str, str | None] = field(default_factory=dict)
+
+
+def read_ahead(table: WebTable, batch_id: str, config: UpdateConfig) -> ReadAhead:
+    """Read what the pages of *batch_id* give their outlinks, for :func:`updatedb` to use after the
+    fetch for every page the fetch answered with 304.
+
+    Such a page's outlinks are unchanged by the fetch (a 304 is neither parsed nor a redirect), as
+    are its distance and the cash it gives: the cash read here is what it shares out, and the
+    page keeps whatever it received since (updatedb subtracts what it gave, see
+    :func:`~nutchy.core.update.update_row`), as when the first read comes right before the
+    writes. Pages without outlinks (never fetched) cost nearly nothing here.
+    """
+    ahead = ReadAhead(batch_id)
+    for page in table.scan(SHARE_FIELDS, marker=(Mark.GENERATE, batch_id), skip_errors=True):
+        if in_batch(page, batch_id):
+            as_304 = replace(page, status=CrawlStatus.NOTMODIFIED)
+            ahead.shares[page.key] = _resolve(share_cash(as_304, config), ahead.keys)
+    return ahead
+
+
+def _resolve(share: tuple[list[tuple[str, Inlink]], float], keys: dict[str, str | None]) -> _Share:
+    """*share* with each target URL replaced by its row key (``None`` for an invalid one); *keys*
+    caches the keys (a target has many sources)."""
+    inlinks, given = share
+    resolved: list[tuple[str | None, Inlink]] = []
+    add = resolved.append
+    known = keys.get
+    for target, inlink in inlinks:
+        key = known(target, _UNSEEN)
+        if key is _UNSEEN:
+            try:
+                key = reverse_url(target)
+            except InvalidURL:
+                key = None
+            keys[target] = key
+        add((key, inlink))
+    return resolved, given
+
+
+def _shares(
+    table: WebTable,
+    batch_id: str | None,
+    config: UpdateConfig,
+    ahead: ReadAhead | None,
+    counts: UpdateCounts,
+) -> Iterable[tuple[str, _Share]]:
+    """Each page of the batch with its share, in key order: from *ahead* for pages the fetch
+    answered with 304, read now for the others."""
+    marker = None if batch_id is None else (Mark.GENERATE, batch_id)
+    if ahead is None or ahead.batch_id != batch_id:
+        keys: dict[str, str | None] = {}
+        for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
+            if in_batch(page, batch_id):
+                yield page.key, _resolve(share_cash(page, config), keys)
+        return
+    # Which pages are still in the batch, and how their fetch ended: a cheap read.
+    found: list[tuple[str, _Share | None]] = []
+    stale: list[str] = []
+    for page in table.scan(_STATUS_FIELDS, marker=marker, skip_errors=True):
+        if not in_batch(page, batch_id):
+            continue
+        share = ahead.shares.get(page.key) if page.status == CrawlStatus.NOTMODIFIED else None
+        if share is None:
+            stale.append(page.key)
+        found.append((page.key, share))
+    fresh: dict[str, _Share] = {}
+    for start in range(0, len(stale), table.read_limit):
+        chunk = stale[start : start + table.read_limit]
+        for page in table.get_many(chunk, SHARE_FIELDS, skip_errors=True).values():
+            if in_batch(page, batch_id):
+                fresh[page.key] = _resolve(share_cash(page, config), ahead.keys)
+    for key, share in found:
+        if share is None:
+            share = fresh.get(key)
+            if share is None:
+                continue  # deleted meanwhile
+        else:
+            counts.read_ahead += 1
+        yield key, share
+
+
+#: What the read after the fetch needs to know of every page when the first read was done ahead.
+_STATUS_FIELDS = ("status", "markers")
+
+
 def updatedb(
-    table: WebTable, batch_id: str | None, *, now: int, config: UpdateConfig
+    table: WebTable,
+    batch_id: str | None,
+    *,
+    now: int,
+    config: UpdateConfig,
+    ahead: ReadAhead | None = None,
 ) -> UpdateCounts:
     """Update the table with the batch *batch_id* (every generated row for ``None``) at *now*.
 
     *config*'s ``batch_id`` is set from *batch_id*. The inlinks of the batch are held in memory
-    until they are written (one entry per outlink of the batch).
+    until they are written (one entry per outlink of the batch). *ahead*, read by
+    :func:`read_ahead` for this batch, saves reading again the pages the fetch answered with 304.
     """
     if config.batch_id != batch_id:
         config = UpdateConfig(
@@ -103,27 +217,15 @@ def updatedb(
             batch_id=batch_id,
         )
     counts = UpdateCounts()
-    marker = None if batch_id is None else (Mark.GENERATE, batch_id)
     given: dict[str, float] = {}
     contributions: dict[str, list[Inlink]] = {}
-    keys: dict[str, str | None] = {}  # target URL -> row key (a target has many sources)
-    # The loop below runs once per outlink of the batch (40 a page is common): it looks each
-    # target up once, and builds no list it does not keep.
-    known = keys.get
+    # The loop below runs once per outlink of the batch (40 a page is common) and builds no list
+    # it does not keep.
     received = contributions.get
     invalid = 0
-    for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
-        if not in_batch(page, batch_id):
-            continue
-        inlinks, given[page.key] = share_cash(page, config)
-        for target, inlink in inlinks:
-            key = known(target, _UNSEEN)
-            if key is _UNSEEN:
-                try:
-                    key = reverse_url(target)
-                except InvalidURL:
-                    key = None
-                keys[target] = key
+    for source, (inlinks, gave) in _shares(table, batch_id, config, ahead, counts):
+        given[source] = gave
+        for key, inlink in inlinks:
             if key is None:
                 invalid += 1
                 continue
@@ -133,7 +235,7 @@ def updatedb(
             else:
                 found.append(inlink)
     counts.invalid_targets = invalid
-    del keys, known, received
+    del received
     targets = sorted(k for k in contributions if k not in given)
 
     # What happened to each row, from the last call of its change (modify may call it twice).

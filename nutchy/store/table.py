@@ -76,11 +76,25 @@ class WebTable:
         return None if cells is None else decode_page(raw, cells, fields)
 
     def get_many(
-        self, keys: Iterable[str], fields: Collection[str] | None = None
+        self,
+        keys: Iterable[str],
+        fields: Collection[str] | None = None,
+        *,
+        skip_errors: bool = False,
     ) -> dict[str, WebPage]:
+        """The pages of *keys* that exist, by key; *skip_errors* as :meth:`scan`'s."""
         raw = [k.encode("utf-8") for k in keys]
         found = self.store.get_many(raw, columns_for(fields))
-        return {k.decode("utf-8"): decode_page(k, cells, fields) for k, cells in found.items()}
+        if not skip_errors:
+            return {k.decode("utf-8"): decode_page(k, cells, fields) for k, cells in found.items()}
+        pages = {}
+        for key, cells in found.items():
+            try:
+                pages[key.decode("utf-8")] = decode_page(key, cells, fields)
+            except CellDecodeError as exc:
+                self.skipped += 1
+                logger.warning("Skipped row %r: %s", key, exc)
+        return pages
 
     def scan(
         self,
