@@ -14,6 +14,11 @@ NUTCH_CRAWL_DIR = "crawl"
 # Nutch 2.x does in effect.
 NUTCH_CRAWL_GEN_DELAY = 604800000
 
+# (nutchy only) nutchy crawl reads what updatedb needs of a batch while the batch is fetched, and
+# keeps it for the pages that answer 304: at most this many outlinks (about 500 bytes each);
+# 0 turns it off.
+NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS = 500000
+
 # Fetch interval (s) of injected URLs that give none, and of new rows: 30 days.
 NUTCH_DB_FETCH_INTERVAL_DEFAULT = 2592000
 

@@ -319,7 +319,7 @@ def test_updatedb_with_the_batch_read_ahead_writes_what_it_writes_without(table)
     ahead_keys = _world(table, 1)
     plain_keys = _world(table, 2)
     ahead = read_ahead(table, "b1", config)
-    assert sorted(ahead.shares) == ahead_keys
+    assert sorted(ahead.shares) == ahead_keys[:5]  # the never-fetched page has no outlinks
     _fetch_world(table, 1, ahead_keys)
     _fetch_world(table, 2, plain_keys)
 
@@ -375,3 +375,25 @@ def test_read_ahead_of_another_batch_is_not_used(table):
     counts = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=stale)
     assert counts.new_rows == 2  # the external host and /new, read now
     assert table.get("http://w1.example.com/new").inlinks == {"http://w1.example.com/0": "n"}
+
+
+def test_read_ahead_holds_at_most_max_outlinks(table):
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    keys = _world(table, 1)  # five pages with 6 outlinks each
+    ahead = read_ahead(table, "b1", config, max_outlinks=13)
+    assert sorted(ahead.shares) == keys[:2]
+    for key in keys[:5]:
+        table.update(key, {"status": CrawlStatus.NOTMODIFIED}, {"markers": {"_ftcmrk_": "b1"}})
+    counts = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=ahead)
+    assert (counts.read_ahead, counts.batch_pages) == (2, 6)
+
+
+def test_nutchy_crawl_reads_ahead_unless_turned_off(table):
+    from nutchy.config import load_settings
+    from nutchy.jobs.crawl import _read_ahead
+
+    _world(table, 1)
+    on = load_settings({}, project=False)
+    off = load_settings({"NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS": "0"}, project=False)
+    assert len(_read_ahead(table, on, "b1").shares) == 5
+    assert _read_ahead(table, off, "b1") is None

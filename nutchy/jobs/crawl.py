@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from nutchy.core.generate import new_batch_id
 from nutchy.exceptions import StoreError
 from nutchy.jobs._cycle import finish_batch, update_config
+from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.inject import InjectOptions, inject
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
@@ -110,6 +111,7 @@ def crawl(
                 report.stopped = f"the fetch of batch {batch_id} failed (exit code {code})"
                 break
             parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
+            del ahead
             assert parsed is not None
             line = f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs"
             if updated.read_ahead:
@@ -122,10 +124,14 @@ def crawl(
 
 
 def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadAhead | None:
-    """updatedb's first read of the batch, done while it is fetched; ``None`` if the table could
-    not be read (updatedb then reads it all after the fetch, and reports what is wrong)."""
+    """updatedb's first read of the batch, done while it is fetched; ``None`` when turned off
+    (``NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS`` = 0) or if the table could not be read (updatedb then
+    reads it all after the fetch, and reports what is wrong)."""
+    limit = get_int(settings, "NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS", 0)
+    if limit == 0:
+        return None
     try:
-        return read_ahead(table, batch_id, update_config(settings, batch_id))
+        return read_ahead(table, batch_id, update_config(settings, batch_id), max_outlinks=limit)
     except StoreError as exc:  # an optimization: the crawl goes on without it
         logger.warning("Could not read batch %s ahead of updatedb: %s", batch_id, exc)
         return None

@@ -110,19 +110,28 @@ class ReadAhead:
     keys: dict[str, str | None] = field(default_factory=dict)
 
 
-def read_ahead(table: WebTable, batch_id: str, config: UpdateConfig) -> ReadAhead:
+def read_ahead(
+    table: WebTable, batch_id: str, config: UpdateConfig, *, max_outlinks: int | None = None
+) -> ReadAhead:
     """Read what the pages of *batch_id* give their outlinks, for :func:`updatedb` to use after the
-    fetch for every page the fetch answered with 304.
+    fetch for every page the fetch answered with 304; stop before holding more than
+    *max_outlinks* outlinks (the pages left are read after the fetch).
 
     Such a page's outlinks are unchanged by the fetch (a 304 is neither parsed nor a redirect), as
     are its distance and the cash it gives: the cash read here is what it shares out, and the
     page keeps whatever it received since (updatedb subtracts what it gave, see
     :func:`~nutchy.core.update.update_row`), as when the first read comes right before the
-    writes. Pages without outlinks (never fetched) cost nearly nothing here.
+    writes. Only pages with outlinks are kept: a batch of pages never fetched before (a first
+    crawl's) leaves nothing, and updatedb then reads the batch as it does without a read ahead.
     """
     ahead = ReadAhead(batch_id)
+    room = max_outlinks
     for page in table.scan(SHARE_FIELDS, marker=(Mark.GENERATE, batch_id), skip_errors=True):
-        if in_batch(page, batch_id):
+        if page.outlinks and in_batch(page, batch_id):  # one without is cheap to read again
+            if room is not None:
+                room -= len(page.outlinks)
+                if room < 0:
+                    break
             as_304 = replace(page, status=CrawlStatus.NOTMODIFIED)
             ahead.shares[page.key] = _resolve(share_cash(as_304, config), ahead.keys)
     return ahead
@@ -157,7 +166,7 @@ def _shares(
     """Each page of the batch with its share, in key order: from *ahead* for pages the fetch
     answered with 304, read now for the others."""
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
-    if ahead is None or ahead.batch_id != batch_id:
+    if ahead is None or ahead.batch_id != batch_id or not ahead.shares:
         keys: dict[str, str | None] = {}
         for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
             if in_batch(page, batch_id):
@@ -173,6 +182,7 @@ def _shares(
         if share is None:
             stale.append(page.key)
         found.append((page.key, share))
+    ahead.shares.clear()  # what was not kept is not needed any more: free it before reading
     fresh: dict[str, _Share] = {}
     for start in range(0, len(stale), table.read_limit):
         chunk = stale[start : start + table.read_limit]
@@ -205,7 +215,8 @@ def updatedb(
 
     *config*'s ``batch_id`` is set from *batch_id*. The inlinks of the batch are held in memory
     until they are written (one entry per outlink of the batch). *ahead*, read by
-    :func:`read_ahead` for this batch, saves reading again the pages the fetch answered with 304.
+    :func:`read_ahead` for this batch, saves reading again the pages the fetch answered with 304
+    (it is used up: its shares are emptied).
     """
     if config.batch_id != batch_id:
         config = UpdateConfig(
