@@ -115,7 +115,8 @@ def crawl(
             assert parsed is not None
             line = f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs"
             if updated.read_ahead:
-                line += f" ({updated.read_ahead} pages updated from what was read during the fetch)"
+                pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
+                line += f" ({pages} updated from what was read during the fetch)"
             log(line)
         else:
             report.stopped = f"{rounds} rounds done"
