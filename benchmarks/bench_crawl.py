@@ -229,7 +229,6 @@ def server_counts(ports: dict[str, int]) -> Counter[int]:
 
 def crawl_plain(seeds_file: str, concurrency: int, per_host: int) -> dict[str, Any]:
     from scrapy import Request
-    from scrapy.crawler import CrawlerProcess
     from scrapy.linkextractors import LinkExtractor
     from scrapy.spiders import CrawlSpider, Rule
 
@@ -250,19 +249,7 @@ def crawl_plain(seeds_file: str, concurrency: int, per_host: int) -> dict[str, A
         # extractor's own allow_domains would compare them with "host:port" and match nothing.
         rules = (Rule(LinkExtractor(), follow=True),)
 
-    process = CrawlerProcess(
-        {
-            "CONCURRENT_REQUESTS": concurrency,
-            "CONCURRENT_REQUESTS_PER_DOMAIN": per_host,
-            "DOWNLOAD_DELAY": 0,
-            "ROBOTSTXT_OBEY": True,
-            "LOG_LEVEL": "INFO",
-        }
-    )
-    crawler = process.create_crawler(PlainSpider)
-    process.crawl(crawler)
-    process.start()
-    stats = crawler.stats.get_stats()
+    stats = _run_spider(PlainSpider, concurrency, per_host)
     return {
         "pages": stats.get("downloader/response_status_count/200", 0),
         "elapsed": stats["elapsed_time_seconds"],
@@ -275,7 +262,6 @@ def crawl_floor(seeds_file: str, pages: int, concurrency: int, per_host: int) ->
     persistence, and only the Scrapy components and settings the ``nutch`` spider keeps (its
     ``SPIDER_DEFAULTS``, without its ``UNUSED_MIDDLEWARES``)."""
     from scrapy import Request, Spider
-    from scrapy.crawler import CrawlerProcess
 
     from nutchy.spiders import SPIDER_DEFAULTS, UNUSED_MIDDLEWARES
 
@@ -294,6 +280,15 @@ def crawl_floor(seeds_file: str, pages: int, concurrency: int, per_host: int) ->
         def parse(self, response: Any) -> None:
             self.crawler.stats.inc_value(f"floor/{response.status}")  # DOWNLOADER_STATS is off
 
+    left_out = {setting: dict.fromkeys(paths) for setting, paths in UNUSED_MIDDLEWARES.items()}
+    stats = _run_spider(FloorSpider, concurrency, per_host, **SPIDER_DEFAULTS, **left_out)
+    return {"pages": stats.get("floor/304", 0)}
+
+
+def _run_spider(spider: type, concurrency: int, per_host: int, **settings: Any) -> dict[str, Any]:
+    """Run *spider* in this process with the benchmark's settings and *settings*; its stats."""
+    from scrapy.crawler import CrawlerProcess
+
     process = CrawlerProcess(
         {
             "CONCURRENT_REQUESTS": concurrency,
@@ -301,18 +296,13 @@ def crawl_floor(seeds_file: str, pages: int, concurrency: int, per_host: int) ->
             "DOWNLOAD_DELAY": 0,
             "ROBOTSTXT_OBEY": True,
             "LOG_LEVEL": "INFO",
-            **SPIDER_DEFAULTS,
-            **{
-                setting: dict.fromkeys(paths)  # None: left out
-                for setting, paths in UNUSED_MIDDLEWARES.items()
-            },
+            **settings,
         }
     )
-    crawler = process.create_crawler(FloorSpider)
+    crawler = process.create_crawler(spider)
     process.crawl(crawler)
     process.start()
-    stats = crawler.stats.get_stats()
-    return {"pages": stats.get("floor/304", 0)}
+    return crawler.stats.get_stats()
 
 
 # --- the nutchy variants -----------------------------------------------------------------------

@@ -25,8 +25,11 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     # The script asserts that the server sent each of the 60 pages once to each crawler, that
-    # nutchy's table holds them all as fetched, and that the re-crawl was answered with 304s.
+    # nutchy's table holds them all as fetched, that the re-crawl was answered with 304s, and
+    # that the floor (a plain Spider asking every page again) got a 304 for each of the 60.
     assert "plain 60 pages in" in out
     assert "nutchy crawl: 60 pages in" in out
     assert "| pages/s, ratio to plain (per round) |" in out
     assert "| first crawl / re-crawl (per round) |" in out
+    assert "every page asked again, 304s, in" in out
+    assert "| re-crawl / plain Spider asking every page again (per round) |" in out
