@@ -23,8 +23,9 @@ Each round of the benchmark (``--rounds``), every crawl in a process tree of its
   ``If-Modified-Since``, and dropping the 304s, with only the Scrapy components the ``nutch``
   spider keeps: what Scrapy alone spends on the requests of a re-crawl, the least a re-crawl in
   Scrapy can cost;
-- each nutchy variant of :data:`VARIANTS` (``nutchy crawl``, and ``scrapy crawl nutch -a
-  rounds=N`` in this repository's Scrapy project) on a new table: the first crawl, rounds until
+- each nutchy variant of :data:`VARIANTS` (``nutchy crawl``, ``scrapy crawl nutch -a
+  rounds=N`` in this repository's Scrapy project, and ``nutchy crawl -numFetchers 2``, which
+  fetches each round in two processes) on a new table: the first crawl, rounds until
   nothing is due, then a re-crawl of the unchanged site with every page made due again
   (generate's ``-adddays``), which the server answers with 304s. The script checks that the
   server sent every page once, that the table holds them all as fetched, and that the re-crawl
@@ -342,8 +343,8 @@ def _nutchy(*args: str) -> list[str]:
     return [sys.executable, "-m", "nutchy", *args]
 
 
-def _nutchy_crawl(*extra: str) -> Variant:
-    name = " ".join(("nutchy crawl", *extra[1::2]))
+def _nutchy_crawl(*extra: str, name: str = "", default: bool = False) -> Variant:
+    name = name or " ".join(("nutchy crawl", *extra[1::2]))
     return Variant(
         name,
         lambda c: [_nutchy("crawl", str(c.seeds), "-rounds", str(c.max_rounds), *c.s(), *extra)],
@@ -352,7 +353,7 @@ def _nutchy_crawl(*extra: str) -> Variant:
                 "crawl", str(c.seeds), "-rounds", "1", "-adddays", str(c.add_days), *c.s(), *extra
             )
         ],
-        default=not extra,
+        default=default or not extra,
     )
 
 
@@ -376,6 +377,8 @@ VARIANTS = [
         ],
         env={"SCRAPY_SETTINGS_MODULE": "settings"},
     ),
+    # Two fetch processes a round, each with the hosts of one partition.
+    _nutchy_crawl("-numFetchers", "2", name="nutchy crawl -numFetchers 2", default=True),
     # Scrapy's default CONCURRENT_ITEMS, which the nutch spider no longer uses (e11d199).
     _nutchy_crawl("-s", "CONCURRENT_ITEMS=100"),
 ]

@@ -1,9 +1,10 @@
-"""Fetch one batch in this process: ``python -m nutchy._fetchrun BATCH [SETTINGS_JSON]``.
+"""Fetch one batch: ``python -m nutchy._fetchrun BATCH [SETTINGS_JSON [PARTITION]]``.
 
 ``nutchy crawl`` runs each round's fetch in a child process, because Twisted's reactor cannot be
 started twice in one process. The child reads nutchy's defaults, the Scrapy project's settings
 (when there is a project), then the overrides given as a JSON object, turns the add-on on, and
-runs the ``nutch`` spider on the batch; it leaves parse and updatedb to ``nutchy crawl``.
+runs the ``nutch`` spider on the batch (on partition *k* of *K* only with ``PARTITION`` =
+``k/K``); it leaves parse and updatedb to ``nutchy crawl``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from nutchy.config import load_settings
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not 1 <= len(args) <= 2:
-        print("usage: python -m nutchy._fetchrun BATCH [SETTINGS_JSON]", file=sys.stderr)
+    if not 1 <= len(args) <= 3:
+        print(
+            "usage: python -m nutchy._fetchrun BATCH [SETTINGS_JSON [PARTITION]]", file=sys.stderr
+        )
         return 2
     from scrapy.crawler import CrawlerProcess
 
     from nutchy.spiders import NutchSpider
 
-    overrides = json.loads(args[1]) if len(args) == 2 else {}
+    overrides = json.loads(args[1]) if len(args) >= 2 else {}
+    partition = args[2] if len(args) == 3 else None
     settings = load_settings(overrides)
     settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
     if "LOG_LEVEL" not in overrides:
@@ -32,9 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # nutchy crawl parses what is left and runs updatedb itself, after this process ends.
     settings.set("NUTCH_FETCHER_UPDATEDB", False, "cmdline")
     process = CrawlerProcess(settings)
-    process.crawl(NutchSpider, batch=args[0])
+    process.crawl(NutchSpider, batch=args[0], partition=partition)
     process.start()
-    return 0
+    # As scrapy crawl: a crawl that could not start (bad settings, no table...) fails.
+    return 1 if process.bootstrap_failed else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

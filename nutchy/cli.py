@@ -256,6 +256,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="D",
         help="each round, select URLs due D days from now, as generate -adddays (default 0)",
     )
+    crawl.add_argument(
+        "-numFetchers",
+        dest="num_fetchers",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="fetch each round in K processes at once, each host in one of them, as generate"
+        " -numFetchers K (default 1)",
+    )
     crawl.set_defaults(run=_crawl)
     return parser
 
@@ -585,6 +594,7 @@ def _crawl(args: argparse.Namespace) -> int:
         top_n=args.top_n,
         overrides=overrides,
         add_days=args.add_days,
+        num_fetchers=args.num_fetchers,
         log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
     )
     return 1 if report.stopped.startswith("the fetch") else 0

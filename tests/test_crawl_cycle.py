@@ -3,6 +3,8 @@ loopback site; STOP files and running out of URLs end it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sites import graph_site
 
@@ -94,3 +96,31 @@ def test_adddays_makes_fetched_pages_due_again(crawl_dir, site, capsys):
     assert f", {len(GRAPH)} URLs" in err and "stopped, 1 rounds done" in err
     for url, page in rows(crawl_dir).items():
         assert page.fetch_time > fetched[url], url
+
+
+@pytest.mark.parametrize("fetchers", [1, 2])
+def test_a_fetch_that_cannot_start_stops_the_crawl(crawl_dir, site, capsys, fetchers):
+    # A setting only the fetch reads: the fetch child fails as it starts.
+    bad = ["-s", "NUTCH_FETCHER_THREADS_PER_QUEUE=many"]
+    seeds = str(crawl_dir / "seeds.txt")
+    code = nutchy(crawl_dir, "crawl", seeds, "-rounds", "3", "-numFetchers", str(fetchers), *bad)
+    assert code == 1
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    if fetchers == 1:
+        assert re.fullmatch(
+            r"nutchy crawl: stopped, the fetch of batch \S+ failed \(exit code 1\)", last
+        )
+    else:
+        # One host: one partition has the URL, and only it gets a child.
+        split = re.search(r"1 URLs in 2 partitions \((\d), (\d)\)", err)
+        assert split is not None and sorted(split.groups()) == ["0", "1"], err
+        failed = f"partition {split.groups().index('1')}/2: exit code 1"
+        assert re.fullmatch(
+            rf"nutchy crawl: stopped, the fetch of batch \S+ failed \({failed}\)", last
+        )
+    assert "pages parsed" not in err  # no parse or updatedb of a batch not fetched
+    page = rows(crawl_dir)[f"{site}/"]
+    # Left generated and not fetched, for scrapy crawl nutch -a batch=ID -a resume=true.
+    assert "_gnmrk_" in page.markers and "_ftcmrk_" not in page.markers
+    assert page.status != CrawlStatus.FETCHED and page.prev_fetch_time == 0

@@ -287,7 +287,8 @@ def graph_site():
         yield site
 
 
-def test_crawl_to_completion(store, crawl_dir, graph_site, capfd):
+@pytest.mark.parametrize("fetchers", [1, 2])
+def test_crawl_to_completion(store, crawl_dir, graph_site, capfd, fetchers):
     site = graph_site
     seeds = build_site(site)
     injected = load_settings(project=False).getfloat("NUTCH_DB_SCORE_INJECTED")
@@ -306,7 +307,15 @@ def test_crawl_to_completion(store, crawl_dir, graph_site, capfd):
     seed_file = write_seeds(crawl_dir / "seeds.txt", seeds)
     started = int(time.time() * 1000)
     clock = time.monotonic()
-    code = nutchy(settings, "crawl", str(seed_file), "-rounds", str(len(model.rounds) + 3))
+    code = nutchy(
+        settings,
+        "crawl",
+        str(seed_file),
+        "-rounds",
+        str(len(model.rounds) + 3),
+        "-numFetchers",
+        str(fetchers),
+    )
     seconds = time.monotonic() - clock
     ended = int(time.time() * 1000)
     log = capfd.readouterr().err  # the fetches' logs too: they run in child processes
@@ -317,6 +326,12 @@ def test_crawl_to_completion(store, crawl_dir, graph_site, capfd):
     sizes = [int(n) for n in re.findall(r"round \d+: batch \S+, (\d+) URLs", log)]
     assert sizes == [len(batch) for batch in model.rounds], (sizes, model.rounds)
     assert "stopped, nothing left to fetch" in log
+    if fetchers > 1:
+        # Each round in two partitions; the hosts of each fetched by one child (which the
+        # robots.txt counts below check: each host's robots.txt is asked for once).
+        split = re.findall(r"URLs in 2 partitions \((\d+), (\d+)\)", log)
+        assert [int(x) + int(y) for x, y in split] == sizes, split
+        assert any(int(x) and int(y) for x, y in split), split  # two children at once
 
     # The servers saw every reachable, allowed URL exactly once, and nothing else.
     exchanges = site.exchanges()

@@ -4,8 +4,11 @@ Inject the seeds once, then run rounds of generate, fetch, parse and updatedb un
 done, generate selects nothing, or a file named ``STOP`` appears in the crawl directory (checked
 before each round, so the current round always finishes). Generate, parse and updatedb run in
 this process; each fetch runs ``scrapy crawl nutch`` in a child process (see
-:mod:`nutchy._fetchrun`). While the child fetches, this process reads ahead what updatedb needs
-of the batch (:func:`~nutchy.jobs.updatedb.read_ahead`), on the core the child leaves free.
+:mod:`nutchy._fetchrun`), or in *K* children at once with ``-numFetchers K``: generate splits the
+batch into *K* partitions by host (as ``nutchy generate -numFetchers K``) and each child fetches
+one (``-a partition=k/K``), so every host is fetched by one process. While the children fetch,
+this process reads ahead what updatedb needs of the batch
+(:func:`~nutchy.jobs.updatedb.read_ahead`).
 """
 
 from __future__ import annotations
@@ -50,16 +53,28 @@ class CrawlReport:
     stopped: str = ""
 
 
-def start_fetch_in_child(batch_id: str, overrides: Mapping[str, Any]) -> Callable[[], int]:
-    """Start fetching *batch_id* with ``python -m nutchy._fetchrun``; return a function that waits
-    for the child and returns its exit code."""
+#: Starts the fetch of a batch (of its partition ``k/K``, or all of it for ``None``) and returns
+#: a function that waits for the fetch and returns its exit code.
+StartFetch = Callable[[str, Mapping[str, Any], str | None], Callable[[], int]]
+
+
+def start_fetch_in_child(
+    batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
+) -> Callable[[], int]:
+    """Start fetching *batch_id* (its *partition* ``k/K`` only, when given) with ``python -m
+    nutchy._fetchrun``; return a function that waits for the child and returns its exit code."""
     command = [sys.executable, "-m", "nutchy._fetchrun", batch_id, json.dumps(dict(overrides))]
+    if partition is not None:
+        command.append(partition)
     return subprocess.Popen(command).wait
 
 
-def fetch_in_child(batch_id: str, overrides: Mapping[str, Any]) -> int:
-    """Fetch *batch_id* with ``python -m nutchy._fetchrun``; return its exit code."""
-    return start_fetch_in_child(batch_id, overrides)()
+def fetch_in_child(
+    batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
+) -> int:
+    """Fetch *batch_id* (or its *partition*) with ``python -m nutchy._fetchrun``; return its exit
+    code."""
+    return start_fetch_in_child(batch_id, overrides, partition)()
 
 
 def crawl(
@@ -70,13 +85,16 @@ def crawl(
     top_n: int | None,
     overrides: Mapping[str, Any],
     add_days: int = 0,
-    start_fetch: Callable[[str, Mapping[str, Any]], Callable[[], int]] = start_fetch_in_child,
+    num_fetchers: int = 1,
+    start_fetch: StartFetch = start_fetch_in_child,
     log: Callable[[str], None] = print,
 ) -> CrawlReport:
     """Run the crawl; *overrides* are the settings given on the command line, passed to fetch.
 
-    Each round's generate selects the URLs due *add_days* days from now (``-adddays``).
-    *start_fetch* starts a round's fetch and returns a function that waits for its exit code.
+    Each round's generate selects the URLs due *add_days* days from now (``-adddays``) and splits
+    them into *num_fetchers* partitions, fetched at once by as many children.
+    *start_fetch* starts the fetch of a batch (of one partition ``k/K`` of it, or of all of it
+    for ``None``) and returns a function that waits for its exit code.
     """
     report = CrawlReport()
     stop = Path(settings.get("NUTCH_CRAWL_DIR")) / STOP_FILE
@@ -85,7 +103,9 @@ def crawl(
             result = inject(table, seeds, InjectOptions.from_settings(settings), now=_now())
             report.injected = result.injected
             log(f"inject: {result.injected} URLs injected")
-        generate_options = GenerateOptions.from_settings(settings, top_n=top_n)
+        generate_options = GenerateOptions.from_settings(
+            settings, top_n=top_n, num_fetchers=num_fetchers
+        )
         for number in range(1, rounds + 1):
             if stop.exists():
                 report.stopped = f"{stop} found"
@@ -101,14 +121,16 @@ def crawl(
                 report.stopped = "nothing left to fetch"
                 break
             report.batches.append(batch_id)
-            log(f"round {number}: batch {batch_id}, {generated.selected} URLs")
-            wait = start_fetch(batch_id, overrides)
-            try:
-                ahead = _read_ahead(table, settings, batch_id)
-            finally:
-                code = wait()
-            if code != 0:
-                report.stopped = f"the fetch of batch {batch_id} failed (exit code {code})"
+            line = f"round {number}: batch {batch_id}, {generated.selected} URLs"
+            if num_fetchers > 1:
+                sizes = ", ".join(map(str, generated.partitions))
+                line += f" in {num_fetchers} partitions ({sizes})"
+            log(line)
+            ahead, failed = _fetch(
+                table, settings, batch_id, generated.partitions, overrides, start_fetch
+            )
+            if failed:
+                report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
                 break
             parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
             del ahead
@@ -122,6 +144,38 @@ def crawl(
             report.stopped = f"{rounds} rounds done"
     log(f"stopped, {report.stopped}")
     return report
+
+
+def _fetch(
+    table: WebTable,
+    settings: BaseSettings,
+    batch_id: str,
+    sizes: Sequence[int],
+    overrides: Mapping[str, Any],
+    start_fetch: StartFetch,
+) -> tuple[ReadAhead | None, str]:
+    """Fetch *batch_id*, whose partitions hold *sizes* URLs: each partition that has any in a
+    child of its own, all at once, while this process reads ahead for updatedb. Return the read
+    ahead and what failed (``""`` when every child exited with 0)."""
+    if len(sizes) == 1:
+        partitions: list[str | None] = [None]
+    else:
+        partitions = [f"{k}/{len(sizes)}" for k, size in enumerate(sizes) if size]
+    waits: list[tuple[str | None, Callable[[], int]]] = []
+    ahead = None
+    try:
+        # One at a time, so that if a start fails, those started are still waited for.
+        for partition in partitions:
+            waits.append((partition, start_fetch(batch_id, overrides, partition)))  # noqa: PERF401
+        ahead = _read_ahead(table, settings, batch_id)
+    finally:  # never leave a child running unwaited
+        codes = [(partition, wait()) for partition, wait in waits]
+    failed = [
+        f"exit code {code}" if partition is None else f"partition {partition}: exit code {code}"
+        for partition, code in codes
+        if code != 0
+    ]
+    return ahead, "; ".join(failed)
 
 
 def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadAhead | None:
