@@ -53,6 +53,10 @@ NUTCH_DB_FETCH_SCHEDULE_CLASS = "nutchy.core.schedule.DefaultFetchSchedule"
 # Whether redirects (at fetch) and outlinks (at parse) to another host are ignored.
 NUTCH_DB_IGNORE_EXTERNAL_LINKS = False
 
+# Whether outlinks to the page's own host are dropped at parse (Nutch 1.x's meaning; Nutch 2.x
+# defines db.ignore.internal.links as true but never reads it).
+NUTCH_DB_IGNORE_INTERNAL_LINKS = False
+
 # Longest anchor text kept for an outlink, in characters.
 NUTCH_DB_MAX_ANCHOR_LENGTH = 100
 

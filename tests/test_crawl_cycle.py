@@ -124,3 +124,17 @@ def test_a_fetch_that_cannot_start_stops_the_crawl(crawl_dir, site, capsys, fetc
     # Left generated and not fetched, for scrapy crawl nutch -a batch=ID -a resume=true.
     assert "_gnmrk_" in page.markers and "_ftcmrk_" not in page.markers
     assert page.status != CrawlStatus.FETCHED and page.prev_fetch_time == 0
+
+
+def test_ignore_internal_links_keeps_the_crawl_on_its_seeds(crawl_dir, site, capsys):
+    # Every link of this one-host site is internal: only the seed is fetched.
+    seeds = str(crawl_dir / "seeds.txt")
+    ignore = ["-s", "NUTCH_DB_IGNORE_INTERNAL_LINKS=true"]
+    assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "3", *ignore) == 0
+    err = capsys.readouterr().err
+    assert "round 1: 0 pages parsed, 0 new URLs" in err, err  # parsed during the fetch
+    assert "stopped, nothing left to fetch" in err and "round 2: batch" not in err
+    table = rows(crawl_dir)
+    assert list(table) == [f"{site}/"]
+    home = table[f"{site}/"]
+    assert home.status == CrawlStatus.FETCHED and home.title == "Home" and not home.outlinks

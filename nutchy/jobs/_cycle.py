@@ -107,6 +107,7 @@ def parse_config(settings: BaseSettings) -> ParseConfig:
         max_outlinks=get_int(settings, "NUTCH_DB_MAX_OUTLINKS_PER_PAGE"),
         max_anchor_length=get_int(settings, "NUTCH_DB_MAX_ANCHOR_LENGTH", 0),
         max_target_length=get_int(settings, "NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH", 1),
+        ignore_internal_links=get_bool(settings, "NUTCH_DB_IGNORE_INTERNAL_LINKS"),
         ignore_external_links=get_bool(settings, "NUTCH_DB_IGNORE_EXTERNAL_LINKS"),
     )
 
