@@ -455,6 +455,7 @@ class NutchScheduler:
         close_spider: Callable[[str], object] | None = None,
         generate_options: GenerateOptions | None = None,
         stop_file: Path | None = None,
+        updates: bool = True,
     ) -> None:
         self.job = job
         self.settings = settings
@@ -508,6 +509,8 @@ class NutchScheduler:
         self._close_spider = close_spider
         self._generate_options = generate_options
         self._stop_file = stop_file
+        # whether the crawl updates the batches it fetches whole (NUTCH_FETCHER_UPDATEDB)
+        self._updates = updates
         self._phase = "fetching"  # then "wrapping" (the batch ended), "done" (nothing more)
         self._round = 0
         self._wrap_up_call: Deferred[None] | None = None
@@ -552,6 +555,7 @@ class NutchScheduler:
             close_spider=close_spider,
             generate_options=generate_options,
             stop_file=Path(settings.get("NUTCH_CRAWL_DIR") or ".") / "STOP",
+            updates=_settings.get_bool(settings, "NUTCH_FETCHER_UPDATEDB"),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
@@ -1137,7 +1141,9 @@ class NutchScheduler:
             results = await self._signals.send_catch_log_async(batch_parsed, **args)
             if any(isinstance(result, BaseException) for _, result in results):
                 reason = "nutch_update_failed"
-        if not complete:
+        if not complete and (self._updates or job.partition is None):
+            # (a partition fetched without the updatedb pipeline, as nutchy crawl -numFetchers
+            # does, is the part that was asked for: nothing to say)
             why = (
                 f"partition {job.partition}/{job.partitions}"
                 if job.partition is not None

@@ -332,6 +332,9 @@ def test_crawl_to_completion(store, crawl_dir, graph_site, capfd, fetchers):
         split = re.findall(r"URLs in 2 partitions \((\d+), (\d+)\)", log)
         assert [int(x) + int(y) for x, y in split] == sizes, split
         assert any(int(x) and int(y) for x, y in split), split  # two children at once
+    # nutchy crawl updates each batch after its fetch: no child tells the user to (the fetch
+    # children log at INFO)
+    assert "] INFO: Fetched batch" in log and "was not fetched whole" not in log, log
 
     # The servers saw every reachable, allowed URL exactly once, and nothing else.
     exchanges = site.exchanges()
