@@ -153,11 +153,76 @@ def test_a_file_of_an_older_layout_is_refused_with_a_message(tmp_path):
             lambda: store.write([RowUpdate(b"k", {b"f:st": b"2"})]),
             store.create,
         ):
-            with pytest.raises(StoreError, match=r"layout 2, written by an older nutchy.*layout 3"):
+            with pytest.raises(StoreError, match=r"layout 2, written by an older nutchy.*layout 4"):
                 call()
     # nothing was changed by the refused write
     conn = sqlite3.connect(path)
     assert marshal.loads(conn.execute("SELECT f FROM webpage").fetchone()[0]) == {b"f:st": b"1"}
+    conn.close()
+
+
+def _back_to_layout_3(path):
+    """Rewrite a layout 4 file as layout 3 laid it out: the ``p`` family in the links records,
+    no parse records, no ``has_parse`` flag."""
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        ALTER TABLE webpage_links ADD COLUMN p BLOB;
+        INSERT INTO webpage_links (key, p) SELECT key, p FROM webpage_parse WHERE true
+            ON CONFLICT (key) DO UPDATE SET p = excluded.p;
+        UPDATE webpage SET has_links = 1 WHERE key IN (SELECT key FROM webpage_links);
+        DROP TABLE webpage_parse;
+        ALTER TABLE webpage DROP COLUMN has_parse;
+        UPDATE nutchy_meta SET value = '3' WHERE name = 'layout';
+        """
+    )
+    conn.close()
+
+
+def test_a_file_of_layout_3_is_upgraded_in_place(tmp_path):
+    path = tmp_path / "w.sqlite"
+    rows = {
+        b"both": {b"f:st": b"1", b"p:t": b"title", b"p:c": b"text " * 1000, b"ol:x": b"a"},
+        b"parse": {b"f:st": b"2", b"p:t": b"only parse"},
+        b"links": {b"il:y": b"b", b"h:ETag": b"e"},
+        b"plain": {b"s:s": b"\0\0\0\0"},
+    }
+    with EmbeddedStore(path) as store:
+        store.create()
+        store.write([RowUpdate(key, dict(cells)) for key, cells in rows.items()])
+        store.write([RowUpdate(b"both", {b"mk:_gnmrk_": b"b1"})])
+    _back_to_layout_3(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM webpage_links WHERE p IS NOT NULL").fetchone() == (2,)
+    conn.close()
+
+    with EmbeddedStore(path) as store:
+        assert dict(store.scan()) == {**rows, b"both": {**rows[b"both"], b"mk:_gnmrk_": b"b1"}}
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT value FROM nutchy_meta").fetchone() == ("4",)
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(webpage_links)")]
+        assert columns == ["key", "il", "ol", "h", "stm"]
+        # a links record that held only p is gone, and its flag with it
+        links = [row[0] for row in conn.execute("SELECT key FROM webpage_links ORDER BY key")]
+        assert links == [b"both", b"links"]
+        flags = {
+            k: (a, b) for k, a, b in conn.execute("SELECT key, has_links, has_parse FROM webpage")
+        }
+        assert flags == {b"both": (1, 1), b"parse": (0, 1), b"links": (1, 0), b"plain": (0, 0)}
+        parse = dict(conn.execute("SELECT key, p FROM webpage_parse"))
+        assert {key: marshal.loads(blob) for key, blob in parse.items()} == {
+            b"both": {b"p:t": b"title", b"p:c": b"text " * 1000},
+            b"parse": {b"p:t": b"only parse"},
+        }
+        conn.close()
+        # and it is written as a layout 4 file is
+        store.write([RowUpdate(b"both", {b"h:ETag": b"new"}), RowUpdate(b"parse", {b"ol:z": b""})])
+        assert store.get(b"both", [b"h", b"p:t"]) == {b"h:ETag": b"new", b"p:t": b"title"}
+        assert store.get(b"parse") == {**rows[b"parse"], b"ol:z": b""}
+        store.delete_rows([b"both"])
+        assert store.get(b"both") is None
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM webpage_parse").fetchone() == (1,)
     conn.close()
 
 

@@ -1,6 +1,6 @@
 """The embedded store: the web table in one SQLite file, no server needed.
 
-Layout 3 (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlite3`` shell):
+Layout 4 (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlite3`` shell):
 
 - table ``<table>``: the row's main record, one per row that has any cell. ``key`` is the row
   key and ``id`` a number the row keeps for its life. The families ``f``, ``s``, ``mk`` and
@@ -11,18 +11,22 @@ Layout 3 (one file, ``<crawl dir>/<table>.sqlite``, inspectable with the ``sqlit
   a number (0 when missing); ``ts``, ``fi``, ``sc`` and ``dist`` are the bytes of ``f:ts``,
   ``f:fi``, ``s:s`` and ``mk:dist`` (NULL when missing); ``fetch_mark`` and ``upd_mark`` are
   ``mk:_ftcmrk_`` and ``mk:_updmrk_``. The index ``<table>_due`` on ``(fetch_time, id, key, ts,
-  fi, sc, dist)`` serves generate's due scan alone; ``has_links`` and ``has_content`` say whether
-  the records below exist;
+  fi, sc, dist)`` serves generate's due scan alone; ``has_links``, ``has_parse`` and
+  ``has_content`` say whether the records below exist;
 - table ``<table>_batch``: the cells generate writes, ``mk:_gnmrk_``, ``f:bid``, ``mtdt:_npt_``
   and ``mtdt:_ngt_``, in the columns ``gen_mark``, ``bid``, ``npt`` and ``ngt``, one record per
   row that has any. These cells live here and nowhere else (the family records never hold them);
   a read puts them back among their families' cells. Marking a batch writes these small records
   alone, in key order, and never the main record;
-- table ``<table>_links``: the families ``p``, ``il``, ``ol``, ``h`` and ``stm`` (parse output,
-  links, headers: most of a row's cells) in the same form, one record per row that has any;
+- table ``<table>_links``: the families ``il``, ``ol``, ``h`` and ``stm`` (links, headers) in the
+  same form, one record per row that has any; every fetch and every updatedb rewrites it;
+- table ``<table>_parse``: the family ``p`` (parse output, with the page's text) in the same
+  form, apart from the links because a write rewrites a whole record: a fetch answered with 304
+  or an updatedb adding inlinks does not rewrite the text (layout 3 kept ``p`` with the links);
 - table ``<table>_content``: the raw content (``f:cnt``) by key;
-- table ``nutchy_meta``: the layout version. A file of another layout is refused with a message
-  (nutchy does not convert files).
+- table ``nutchy_meta``: the layout version. A file of layout 3 is upgraded in place when first
+  opened (:meth:`EmbeddedStore._upgrade_from_3`); a file of another layout is refused with a
+  message.
 
 A read decodes only the families it asks for, and a write reads and rewrites only the records
 whose families it changes: the content, most of a crawl's bytes, is rewritten only when a page is
@@ -72,14 +76,26 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LAYOUT_VERSION = "3"
+LAYOUT_VERSION = "4"
 CONTENT_COLUMN = b"f:cnt"
 _FAMILY_COLUMNS = [family.decode() for family in FAMILIES]
 _FAMILY_INDEX = {family: i for i, family in enumerate(FAMILIES)}
 #: Families in the row's main record: small, read by generate and written by every job.
 _HOT = [i for i, family in enumerate(FAMILIES) if family in (b"f", b"s", b"mk", b"mtdt")]
-#: Families in the row's second record: parse output, links and headers.
-_COLD = [i for i in range(len(FAMILIES)) if i not in _HOT]
+#: The row's other records, each in a table of its own (``<table><suffix>``) with a flag in the
+#: main record saying whether the row has one: its links and headers, written by every fetch and
+#: updatedb; its parse output, where the page's text is, written by parse alone. A write
+#: rewrites a whole record, so the text is kept apart from what every round rewrites.
+_SIDES = (
+    ("_links", "has_links", (b"il", b"ol", b"h", b"stm")),
+    ("_parse", "has_parse", (b"p",)),
+)
+#: The families of each side record, by index.
+_SIDE_FAMILIES = [[_FAMILY_INDEX[family] for family in families] for _, _, families in _SIDES]
+#: The side record of each family that has one.
+_SIDE_OF = {j: n for n, families in enumerate(_SIDE_FAMILIES) for j in families}
+_SIDE_ALIASES = ("k", "q")  # in a read's SELECT
+_COLD = sorted(_SIDE_OF)
 _COLD_SET = frozenset(_COLD)
 #: Marker qualifiers that have their own indexed column in the main record.
 _MARKER_COLUMNS = {b"_ftcmrk_": "fetch_mark", b"_updmrk_": "upd_mark"}
@@ -130,7 +146,7 @@ _MAIN_COLUMNS = (
     "fetch_time",
     *_COPY_NAMES,
     *_MARKER_COLUMNS.values(),
-    "has_links",
+    *(flag for _, flag, _ in _SIDES),
     "has_content",
     *[_quote(_FAMILY_COLUMNS[i]) for i in _HOT],
 )
@@ -159,7 +175,8 @@ class EmbeddedStore:
         self.table_name = table_name
         self._t = _quote(table_name)
         self._c = _quote(table_name + "_content")
-        self._k = _quote(table_name + "_links")
+        #: the tables of the side records, as :data:`_SIDES`
+        self._sides = [_quote(table_name + suffix) for suffix, _, _ in _SIDES]
         self._b = _quote(table_name + "_batch")
         self._layout_checked = False
         self._lock = threading.RLock()
@@ -202,7 +219,7 @@ class EmbeddedStore:
             self._check_layout()
             if self.exists():
                 return False
-            t, c, k, b = self._t, self._c, self._k, self._b
+            t, c, b = self._t, self._c, self._b
             name = self.table_name
             copies = ", ".join(f"{n} BLOB" for n in _COPY_NAMES)
             statements = [
@@ -210,8 +227,9 @@ class EmbeddedStore:
                 "INSERT OR IGNORE INTO nutchy_meta VALUES ('layout', ?)",
                 (
                     f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE,"
-                    f" fetch_time INTEGER NOT NULL, {copies}, fetch_mark BLOB, upd_mark BLOB,"
-                    " has_links INTEGER NOT NULL, has_content INTEGER NOT NULL, "
+                    f" fetch_time INTEGER NOT NULL, {copies}, fetch_mark BLOB, upd_mark BLOB, "
+                    + "".join(f"{flag} INTEGER NOT NULL, " for _, flag, _ in _SIDES)
+                    + "has_content INTEGER NOT NULL, "
                     + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in _HOT)
                     + ")"
                 ),
@@ -220,10 +238,11 @@ class EmbeddedStore:
                     + ", ".join(f"{n} BLOB" for n in _BATCH_NAMES)
                     + ") WITHOUT ROWID"
                 ),
-                (
-                    f"CREATE TABLE {k} (key BLOB PRIMARY KEY, "
-                    + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in _COLD)
+                *(
+                    f"CREATE TABLE {side} (key BLOB PRIMARY KEY, "
+                    + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in families)
                     + ")"
+                    for side, families in zip(self._sides, _SIDE_FAMILIES, strict=True)
                 ),
                 f"CREATE TABLE {c} (key BLOB PRIMARY KEY, value BLOB NOT NULL)",
                 # Ordered by the row's id after the fetch time, not by its key: rows written
@@ -256,7 +275,12 @@ class EmbeddedStore:
             self._transaction(
                 lambda: [
                     self._conn.execute(f"DROP TABLE IF EXISTS {_quote(n)}")
-                    for n in (name, name + "_links", name + "_content", name + "_batch")
+                    for n in (
+                        name,
+                        *(name + suffix for suffix, _, _ in _SIDES),
+                        name + "_content",
+                        name + "_batch",
+                    )
                 ]
             )
 
@@ -272,14 +296,59 @@ class EmbeddedStore:
             if "no such table" not in str(exc):
                 raise StoreError(f"{self}: {exc}") from exc
             row = None
-        if row is not None and row[0] != LAYOUT_VERSION:
+        if row is not None and row[0] == "3":
+            self._upgrade_from_3()
+        elif row is not None and row[0] != LAYOUT_VERSION:
             raise StoreError(
                 f"{self.path} holds a web table in the embedded store's layout {row[0]}, written"
-                f" by an older nutchy; this nutchy reads layout {LAYOUT_VERSION} only and does"
-                " not convert files. Keep the old file with the nutchy that wrote it, or move it"
+                f" by an older nutchy; this nutchy reads layout {LAYOUT_VERSION} (and upgrades"
+                " layout 3) only. Keep the old file with the nutchy that wrote it, or move it"
                 " away and inject again into a new file"
             )
         self._layout_checked = True
+
+    def _upgrade_from_3(self) -> None:
+        """Move the ``p`` family of a layout 3 file out of the links records into parse records,
+        in one transaction (a process killed meanwhile leaves the file in layout 3)."""
+        t = self._t
+        links, parse = self._sides
+        name = self.table_name
+
+        def upgrade() -> None:
+            conn = self._conn
+            layout = conn.execute("SELECT value FROM nutchy_meta WHERE name = 'layout'").fetchone()
+            if layout[0] != "3":
+                return  # another process did it meanwhile
+            tables = {
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if name in tables:
+                logger.info(
+                    "Upgrading table %s in %s to layout %s", name, self.path, LAYOUT_VERSION
+                )
+                statements = [
+                    f"ALTER TABLE {t} ADD COLUMN has_parse INTEGER NOT NULL DEFAULT 0",
+                    f"CREATE TABLE {parse} (key BLOB PRIMARY KEY, p BLOB)",
+                    f"INSERT INTO {parse} (key, p) SELECT key, p FROM {links} WHERE p IS NOT NULL",
+                    f"UPDATE {t} SET has_parse = 1 WHERE key IN (SELECT key FROM {parse})",
+                    f"ALTER TABLE {links} DROP COLUMN p",
+                    (
+                        f"DELETE FROM {links}"
+                        " WHERE il IS NULL AND ol IS NULL AND h IS NULL AND stm IS NULL"
+                    ),
+                    (
+                        f"UPDATE {t} SET has_links = 0"
+                        f" WHERE has_links = 1 AND key NOT IN (SELECT key FROM {links})"
+                    ),
+                ]
+                for statement in statements:
+                    conn.execute(statement)
+            conn.execute(
+                "UPDATE nutchy_meta SET value = ? WHERE name = 'layout'", (LAYOUT_VERSION,)
+            )
+
+        self._transaction(upgrade)
 
     def close(self) -> None:
         with self._lock:
@@ -297,7 +366,7 @@ class EmbeddedStore:
         self, keys: Sequence[bytes], columns: Sequence[bytes] | None = None
     ) -> dict[bytes, Cells]:
         reader = _Reader(columns)
-        select = reader.select(self._t, self._k, self._c, self._b)
+        select = reader.select(self._t, self._sides, self._c, self._b)
         found: dict[bytes, Cells] = {}
         with self._lock:
             self._check_layout()
@@ -360,7 +429,7 @@ class EmbeddedStore:
             args.append(scan.due_before)
         reader = _Reader(scan.columns, extra)
         order = "w.fetch_time, w.id" if by_time else key
-        select = reader.select(self._t, self._k, self._c, self._b, by_batch=by_batch)
+        select = reader.select(self._t, self._sides, self._c, self._b, by_batch=by_batch)
         base = f"{select} WHERE {' AND '.join(where)}"
         remaining = scan.limit
         after: tuple[Any, ...] | None = None
@@ -470,6 +539,7 @@ class EmbeddedStore:
         self._check_families(changes)
         if changes:
             with self._lock:
+                self._check_layout()  # before the transaction: it may upgrade the file
                 self._transaction(lambda: self._apply(changes))
 
     def insert_new(self, updates: Sequence[RowUpdate]) -> int:
@@ -550,11 +620,12 @@ class EmbeddedStore:
             return len(changes)
 
         with self._lock:
+            self._check_layout()
             return self._transaction(work)
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         def delete() -> None:
-            for table in (self._t, self._k, self._c, self._b):
+            for table in (self._t, *self._sides, self._c, self._b):
                 self._conn.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
 
         with self._lock:
@@ -564,24 +635,28 @@ class EmbeddedStore:
     def _apply(self, updates: list[_Change]) -> None:
         self._check_layout()
         conn = self._conn
-        t, c, k, b = self._t, self._c, self._k, self._b
-        cold = [_quote(_FAMILY_COLUMNS[i]) for i in _COLD]
+        t, c, b = self._t, self._c, self._b
         main = list(_MAIN_COLUMNS)
         upsert_hot = (
             f"INSERT INTO {t} (key, {', '.join(main)}) VALUES ({', '.join('?' * (1 + len(main)))})"
             " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in main)
         )
-        upsert_cold = (
-            f"INSERT INTO {k} (key, {', '.join(cold)}) VALUES ({', '.join('?' * (1 + len(cold)))})"
-            " ON CONFLICT (key) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in cold)
-        )
+        upsert_sides: list[str] = []
+        read_sides: list[str] = []
+        for side, families in zip(self._sides, _SIDE_FAMILIES, strict=True):
+            names = [_quote(_FAMILY_COLUMNS[i]) for i in families]
+            upsert_sides.append(
+                f"INSERT INTO {side} (key, {', '.join(names)})"
+                f" VALUES ({', '.join('?' * (1 + len(names)))}) ON CONFLICT (key) DO UPDATE SET "
+                + ", ".join(f"{f} = excluded.{f}" for f in names)
+            )
+            read_sides.append(f"SELECT key, {', '.join(names)} FROM {side} WHERE key IN ")
         upsert_batch = (
             f"INSERT INTO {b} (key, {', '.join(_BATCH_NAMES)})"
             f" VALUES ({', '.join('?' * (1 + len(_BATCH)))}) ON CONFLICT (key) DO UPDATE SET "
             + ", ".join(f"{f} = excluded.{f}" for f in _BATCH_NAMES)
         )
         read_hot = f"SELECT key, {', '.join(main)} FROM {t} WHERE key IN "
-        read_cold = f"SELECT key, {', '.join(cold)} FROM {k} WHERE key IN "
         read_batch = f"SELECT key, {', '.join(_BATCH_NAMES)} FROM {b} WHERE key IN "
 
         def read(sql: str, keys: list[bytes]) -> list[Any]:
@@ -598,19 +673,22 @@ class EmbeddedStore:
                 record[0]: record
                 for record in read(read_hot, [u.key for u in chunk if u.key not in existing])
             }
-            # The second record is read only for rows whose write touches its families, and
-            # the batch record only for rows whose write touches its cells.
-            links = {
-                record[0]: record[1:]
-                for record in read(
-                    read_cold,
-                    [
-                        u.key
-                        for u in chunk
-                        if u.touches_cold and u.key in old and old[u.key][_M_LINKS]
-                    ],
-                )
-            }
+            # A side record is read only for rows whose write touches its families, and the
+            # batch record only for rows whose write touches its cells.
+            sides = [
+                {
+                    record[0]: record[1:]
+                    for record in read(
+                        sql,
+                        [
+                            u.key
+                            for u in chunk
+                            if u.touches[n] and u.key in old and old[u.key][_M_SIDES + n]
+                        ],
+                    )
+                }
+                for n, sql in enumerate(read_sides)
+            ]
             batches = {
                 record[0]: record[1:]
                 for record in read(
@@ -621,11 +699,11 @@ class EmbeddedStore:
             # the columns not put keep their values.
             marks: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
             hot_rows: list[tuple[Any, ...]] = []
-            cold_rows: list[tuple[Any, ...]] = []
+            side_rows: list[list[tuple[Any, ...]]] = [[] for _ in _SIDES]
             batch_rows: list[tuple[Any, ...]] = []
             contents: list[tuple[bytes, bytes]] = []
             drop_content: list[tuple[bytes]] = []
-            drop_cold: list[tuple[bytes]] = []
+            drop_sides: list[list[tuple[bytes]]] = [[] for _ in _SIDES]
             drop_batch: list[tuple[bytes]] = []
             drop_rows: list[tuple[bytes]] = []
             for update in chunk:
@@ -648,8 +726,8 @@ class EmbeddedStore:
                 if record is None and update.plain:
                     hot_rows.append(_new_record(update))
                     continue
-                row = _Row.read(key, record, links.get(key), update.touches_cold)
-                had_links = row.has_links
+                row = _Row.read(key, record, [side.get(key) for side in sides])
+                had = list(row.sides)
                 row.apply(update)
                 content = update.content
                 if isinstance(content, bytes):
@@ -659,12 +737,13 @@ class EmbeddedStore:
                     if row.has_content:
                         drop_content.append((key,))
                     row.has_content = False
-                if update.touches_cold:
-                    row.has_links = any(row.blobs[j] for j in _COLD)
-                    if row.has_links:
-                        cold_rows.append(row.cold_record())
-                    elif had_links:
-                        drop_cold.append((key,))
+                for n, families in enumerate(_SIDE_FAMILIES):
+                    if update.touches[n]:
+                        row.sides[n] = any(row.blobs[j] for j in families)
+                        if row.sides[n]:
+                            side_rows[n].append(row.side_record(n))
+                        elif had[n]:
+                            drop_sides[n].append((key,))
                 if row.is_empty():
                     if update.touches_batch:
                         keep = has_batch
@@ -677,8 +756,9 @@ class EmbeddedStore:
                 hot_rows.append(row.hot_record())
             if hot_rows:
                 conn.executemany(upsert_hot, hot_rows)
-            if cold_rows:
-                conn.executemany(upsert_cold, cold_rows)
+            for sql, rows in zip(upsert_sides, side_rows, strict=True):
+                if rows:
+                    conn.executemany(sql, rows)
             if batch_rows:
                 conn.executemany(upsert_batch, batch_rows)
             for places, rows in marks.items():
@@ -697,7 +777,7 @@ class EmbeddedStore:
                 )
             for table, keys in (
                 (c, drop_content),
-                (k, drop_cold),
+                *zip(self._sides, drop_sides, strict=True),
                 (b, drop_batch),
                 (t, drop_rows),
             ):
@@ -807,8 +887,8 @@ class _Change:
         "puts",
         "record",
         "replace",
+        "touches",
         "touches_batch",
-        "touches_cold",
     )
 
     #: The main record of a new row without its key, when known (see :func:`_changes`).
@@ -830,7 +910,7 @@ class _Change:
             self.puts: dict[bytes, Cells] = {}
             self.deletes: dict[bytes, list[bytes]] = {}
             self.families: set[bytes] = set()
-            self.touches_cold = False
+            self.touches = _NO_SIDES
             self.touches_batch = self.only_batch = bool(raw)
             self.plain = False
             return
@@ -860,7 +940,9 @@ class _Change:
         self.puts = puts
         self.deletes = deletes
         self.families = set(puts) | set(deletes) | set(update.replace)
-        self.touches_cold = any(_FAMILY_INDEX.get(family) in _COLD_SET for family in self.families)
+        touched = {_SIDE_OF.get(_FAMILY_INDEX.get(family, -1)) for family in self.families}
+        #: whether the change touches the families of each side record
+        self.touches = tuple(n in touched for n in range(len(_SIDES)))
         self.touches_batch = bool(
             self.batch_puts or self.batch_deletes or not _BATCH_FAMILIES.isdisjoint(self.replace)
         )
@@ -872,7 +954,7 @@ class _Change:
         #: cells of the main record put, and nothing else changed
         self.plain = (
             bool(puts)
-            and not (deletes or self.replace or self.touches_cold or self.touches_batch)
+            and not (deletes or self.replace or any(self.touches) or self.touches_batch)
             and self.content is None
         )
 
@@ -889,7 +971,7 @@ class _Change:
         clone.puts = self.puts
         clone.deletes = self.deletes
         clone.families = self.families
-        clone.touches_cold = self.touches_cold
+        clone.touches = self.touches
         clone.touches_batch = self.touches_batch
         clone.only_batch = self.only_batch
         clone.plain = self.plain
@@ -928,25 +1010,28 @@ def _new_record(change: _Change) -> tuple[Any, ...]:
         fetch_time,
         *copies,
         *marks,
-        0,
+        *(0 for _ in _SIDES),
         0,
         *[_dumps(cells) if cells else None for cells in blobs],
     )
 
 
-#: Where the columns of a main record start: key, fetch time, copies, markers, flags, families.
+#: Where the columns of a main record start: key, fetch time, copies, markers, flags (one per
+#: side record, then the content's), families.
 _M_COPIES = 2
 _M_MARKS = _M_COPIES + len(_COPIES)
-_M_LINKS = _M_MARKS + len(_MARKER_COLUMNS)
-_M_FAMILIES = _M_LINKS + 2
+_M_SIDES = _M_MARKS + len(_MARKER_COLUMNS)
+_M_CONTENT = _M_SIDES + len(_SIDES)
+_M_FAMILIES = _M_CONTENT + 1
+_NO_SIDES = (False,) * len(_SIDES)
 
 
 class _Row:
     """One row while a write changes it. Family blobs are decoded only when the write touches
-    their family; the second record's families are known only when the write touches one. The
+    their family; a side record's families are known only when the write touches one. The
     batch record is handled apart (:meth:`_Change.apply_batch`)."""
 
-    __slots__ = ("blobs", "copies", "fetch_time", "has_content", "has_links", "key", "marks")
+    __slots__ = ("blobs", "copies", "fetch_time", "has_content", "key", "marks", "sides")
 
     def __init__(
         self,
@@ -955,7 +1040,7 @@ class _Row:
         copies: list[bytes | None],
         marks: list[bytes | None],
         blobs: list[bytes | Cells | None],
-        has_links: bool,
+        sides: list[bool],
         has_content: bool,
     ) -> None:
         self.key = key
@@ -963,35 +1048,41 @@ class _Row:
         self.copies = copies
         self.marks = marks
         self.blobs = blobs
-        self.has_links = has_links
+        #: whether the row has each side record
+        self.sides = sides
         self.has_content = has_content
 
     @classmethod
     def read(
-        cls,
-        key: bytes,
-        hot: Sequence[Any] | None,
-        cold: Sequence[Any] | None,
-        touches_cold: bool,
+        cls, key: bytes, hot: Sequence[Any] | None, sides: Sequence[Sequence[Any] | None]
     ) -> _Row:
+        """The row of main record *hot* (``None`` for a new row) and side records *sides*
+        (``None`` for one not read)."""
         blobs: list[bytes | Cells | None] = [None] * len(FAMILIES)
         if hot is None:
             return cls(
-                key, 0, [None] * len(_COPIES), [None] * len(_MARKER_COLUMNS), blobs, False, False
+                key,
+                0,
+                [None] * len(_COPIES),
+                [None] * len(_MARKER_COLUMNS),
+                blobs,
+                list(_NO_SIDES),
+                False,
             )
         for j, blob in zip(_HOT, hot[_M_FAMILIES:], strict=True):
             blobs[j] = blob
-        if cold is not None:
-            for j, blob in zip(_COLD, cold, strict=True):
-                blobs[j] = blob
+        for families, side in zip(_SIDE_FAMILIES, sides, strict=True):
+            if side is not None:
+                for j, blob in zip(families, side, strict=True):
+                    blobs[j] = blob
         return cls(
             key,
             hot[1],
             list(hot[_M_COPIES:_M_MARKS]),
-            list(hot[_M_MARKS:_M_LINKS]),
+            list(hot[_M_MARKS:_M_SIDES]),
             blobs,
-            bool(hot[_M_LINKS]),
-            bool(hot[_M_LINKS + 1]),
+            [bool(flag) for flag in hot[_M_SIDES:_M_CONTENT]],
+            bool(hot[_M_CONTENT]),
         )
 
     def _family(self, index: int) -> Cells:
@@ -1030,7 +1121,7 @@ class _Row:
 
     def is_empty(self) -> bool:
         """Whether the row has no cell outside its batch record."""
-        return not (self.has_content or self.has_links or any(self.blobs[j] for j in _HOT))
+        return not (self.has_content or any(self.sides) or any(self.blobs[j] for j in _HOT))
 
     def _encoded(self, indexes: list[int]) -> list[bytes | None]:
         return [
@@ -1044,13 +1135,13 @@ class _Row:
             self.fetch_time,
             *self.copies,
             *self.marks,
-            int(self.has_links),
+            *(int(flag) for flag in self.sides),
             int(self.has_content),
             *self._encoded(_HOT),
         )
 
-    def cold_record(self) -> tuple[Any, ...]:
-        return (self.key, *self._encoded(_COLD))
+    def side_record(self, n: int) -> tuple[Any, ...]:
+        return (self.key, *self._encoded(_SIDE_FAMILIES[n]))
 
 
 class _Reader:
@@ -1085,7 +1176,7 @@ class _Reader:
     def select(
         self,
         table: str,
-        links_table: str,
+        side_tables: Sequence[str],
         content_table: str,
         batch_table: str,
         *,
@@ -1096,7 +1187,8 @@ class _Reader:
         cols = ["w.key", "w.fetch_time", "w.id", "c.value" if self.content else "NULL"]
         cols += [f"b.{_BATCH_NAMES[_BATCH_INDEX[c]]}" for c in self.batch]
         cols += [
-            f"{'k' if i in _COLD_SET else 'w'}.{_quote(_FAMILY_COLUMNS[i])}" for i in self.families
+            f"{_SIDE_ALIASES[_SIDE_OF[i]] if i in _COLD_SET else 'w'}.{_quote(_FAMILY_COLUMNS[i])}"
+            for i in self.families
         ]
         if by_batch:  # CROSS JOIN: SQLite keeps this order, from the batch index
             source = f"{batch_table} AS b CROSS JOIN {table} AS w ON w.key = b.key"
@@ -1104,8 +1196,9 @@ class _Reader:
             source = f"{table} AS w LEFT JOIN {batch_table} AS b ON b.key = w.key"
         else:
             source = f"{table} AS w"
-        if any(i in _COLD_SET for i in self.families):
-            source += f" LEFT JOIN {links_table} AS k ON k.key = w.key"
+        for n in sorted({_SIDE_OF[i] for i in self.families if i in _COLD_SET}):
+            alias = _SIDE_ALIASES[n]
+            source += f" LEFT JOIN {side_tables[n]} AS {alias} ON {alias}.key = w.key"
         if self.content:
             source += f" LEFT JOIN {content_table} AS c ON c.key = w.key"
         return f"SELECT {', '.join(cols)} FROM {source}"
