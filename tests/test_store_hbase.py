@@ -50,6 +50,22 @@ def test_the_table_is_nutchs(hstore, hbase_address):
     assert {d["max_versions"] for d in families.values()} == {1}
 
 
+def test_a_family_replaced_by_a_store_opened_later_masks_what_an_earlier_one_wrote(
+    hstore, hbase_address
+):
+    # Writes in a burst get timestamps ahead of the wall clock (each at least 2 ms after the
+    # last); a store opened next must still stamp its family delete after them, or HBase keeps
+    # the cells it was meant to remove.
+    for n in range(200):
+        hstore.write([RowUpdate(b"k", {b"ol:a": b"%d" % n, b"f:st": b"s"})])
+    later = HBaseStore(*hbase_address, crawl_id=hstore.table_name.removesuffix("_webpage"))
+    try:
+        later.write([build_update(b"k", replace={"outlinks": {"b": "new"}})])
+        assert later.get(b"k") == {b"ol:b": b"new", b"f:st": b"s"}
+    finally:
+        later.close()
+
+
 def test_settings_name_the_hbase_store_and_crawl_id(hbase_address):
     host, port = hbase_address
     for name in ("nutchy.store.hbase.HBaseStore", "org.apache.gora.hbase.store.HBaseStore"):

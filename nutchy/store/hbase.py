@@ -138,6 +138,24 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
+class _Clock:
+    """Write timestamps of this process: the wall clock in ms, but always at least 2 ms after
+    the last one given, whichever store asked for it."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next(self, after: int = 0) -> int:
+        with self._lock:
+            ts = max(int(time.time() * 1000), self._last + 2, after + 2)
+            self._last = ts
+            return ts
+
+
+_CLOCK = _Clock()
+
+
 class HBaseStore:
     """The web table in HBase, reached through the Thrift1 server at *host*:*port*.
 
@@ -172,8 +190,6 @@ class HBaseStore:
         self.table_name = f"{crawl_id}_{table}" if crawl_id else table
         self._short_name = table
         self._pool_size = pool_size
-        self._last_ts = 0
-        self._ts_lock = threading.Lock()
         self._probe()
         self._pool = happybase.ConnectionPool(
             size=pool_size,
@@ -354,12 +370,10 @@ class HBaseStore:
     # --- writes --------------------------------------------------------------------------------
 
     def _next_timestamp(self, after: int = 0) -> int:
-        """A write timestamp in ms, at least 2 ms after the previous one of this store (so a
-        family delete at ts-1 never hides cells this store wrote just before) and after *after*."""
-        with self._ts_lock:
-            ts = max(int(time.time() * 1000), self._last_ts + 2, after + 2)
-            self._last_ts = ts
-            return ts
+        """A write timestamp in ms, at least 2 ms after the previous one of any store of this
+        process (so a family delete at ts-1 never hides cells written just before, also by a
+        store opened before this one) and after *after*."""
+        return _CLOCK.next(after)
 
     def write(self, updates: Sequence[RowUpdate]) -> None:
         self._write_merged(coalesce(updates))
