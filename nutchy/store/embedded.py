@@ -86,17 +86,15 @@ _HOT = [i for i, family in enumerate(FAMILIES) if family in (b"f", b"s", b"mk", 
 #: main record saying whether the row has one: its links and headers, written by every fetch and
 #: updatedb; its parse output, where the page's text is, written by parse alone. A write
 #: rewrites a whole record, so the text is kept apart from what every round rewrites.
+#: Each as (table suffix, flag column, alias in a read's SELECT, families).
 _SIDES = (
-    ("_links", "has_links", (b"il", b"ol", b"h", b"stm")),
-    ("_parse", "has_parse", (b"p",)),
+    ("_links", "has_links", "k", (b"il", b"ol", b"h", b"stm")),
+    ("_parse", "has_parse", "q", (b"p",)),
 )
 #: The families of each side record, by index.
-_SIDE_FAMILIES = [[_FAMILY_INDEX[family] for family in families] for _, _, families in _SIDES]
+_SIDE_FAMILIES = [[_FAMILY_INDEX[family] for family in side[3]] for side in _SIDES]
 #: The side record of each family that has one.
 _SIDE_OF = {j: n for n, families in enumerate(_SIDE_FAMILIES) for j in families}
-_SIDE_ALIASES = ("k", "q")  # in a read's SELECT
-_COLD = sorted(_SIDE_OF)
-_COLD_SET = frozenset(_COLD)
 #: Marker qualifiers that have their own indexed column in the main record.
 _MARKER_COLUMNS = {b"_ftcmrk_": "fetch_mark", b"_updmrk_": "upd_mark"}
 #: Cells repeated in columns of the main record, so that the due index covers generate's reads.
@@ -146,7 +144,7 @@ _MAIN_COLUMNS = (
     "fetch_time",
     *_COPY_NAMES,
     *_MARKER_COLUMNS.values(),
-    *(flag for _, flag, _ in _SIDES),
+    *(flag for _, flag, _, _ in _SIDES),
     "has_content",
     *[_quote(_FAMILY_COLUMNS[i]) for i in _HOT],
 )
@@ -176,7 +174,7 @@ class EmbeddedStore:
         self._t = _quote(table_name)
         self._c = _quote(table_name + "_content")
         #: the tables of the side records, as :data:`_SIDES`
-        self._sides = [_quote(table_name + suffix) for suffix, _, _ in _SIDES]
+        self._sides = [_quote(table_name + suffix) for suffix, _, _, _ in _SIDES]
         self._b = _quote(table_name + "_batch")
         self._layout_checked = False
         self._lock = threading.RLock()
@@ -228,7 +226,7 @@ class EmbeddedStore:
                 (
                     f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE,"
                     f" fetch_time INTEGER NOT NULL, {copies}, fetch_mark BLOB, upd_mark BLOB, "
-                    + "".join(f"{flag} INTEGER NOT NULL, " for _, flag, _ in _SIDES)
+                    + "".join(f"{flag} INTEGER NOT NULL, " for _, flag, _, _ in _SIDES)
                     + "has_content INTEGER NOT NULL, "
                     + ", ".join(f"{_quote(_FAMILY_COLUMNS[i])} BLOB" for i in _HOT)
                     + ")"
@@ -277,7 +275,7 @@ class EmbeddedStore:
                     self._conn.execute(f"DROP TABLE IF EXISTS {_quote(n)}")
                     for n in (
                         name,
-                        *(name + suffix for suffix, _, _ in _SIDES),
+                        *(name + suffix for suffix, _, _, _ in _SIDES),
                         name + "_content",
                         name + "_batch",
                     )
@@ -333,10 +331,8 @@ class EmbeddedStore:
                     f"INSERT INTO {parse} (key, p) SELECT key, p FROM {links} WHERE p IS NOT NULL",
                     f"UPDATE {t} SET has_parse = 1 WHERE key IN (SELECT key FROM {parse})",
                     f"ALTER TABLE {links} DROP COLUMN p",
-                    (
-                        f"DELETE FROM {links}"
-                        " WHERE il IS NULL AND ol IS NULL AND h IS NULL AND stm IS NULL"
-                    ),
+                    f"DELETE FROM {links} WHERE "
+                    + " AND ".join(f"{_FAMILY_COLUMNS[j]} IS NULL" for j in _SIDE_FAMILIES[0]),
                     (
                         f"UPDATE {t} SET has_links = 0"
                         f" WHERE has_links = 1 AND key NOT IN (SELECT key FROM {links})"
@@ -1187,7 +1183,7 @@ class _Reader:
         cols = ["w.key", "w.fetch_time", "w.id", "c.value" if self.content else "NULL"]
         cols += [f"b.{_BATCH_NAMES[_BATCH_INDEX[c]]}" for c in self.batch]
         cols += [
-            f"{_SIDE_ALIASES[_SIDE_OF[i]] if i in _COLD_SET else 'w'}.{_quote(_FAMILY_COLUMNS[i])}"
+            f"{_SIDES[_SIDE_OF[i]][2] if i in _SIDE_OF else 'w'}.{_quote(_FAMILY_COLUMNS[i])}"
             for i in self.families
         ]
         if by_batch:  # CROSS JOIN: SQLite keeps this order, from the batch index
@@ -1196,8 +1192,8 @@ class _Reader:
             source = f"{table} AS w LEFT JOIN {batch_table} AS b ON b.key = w.key"
         else:
             source = f"{table} AS w"
-        for n in sorted({_SIDE_OF[i] for i in self.families if i in _COLD_SET}):
-            alias = _SIDE_ALIASES[n]
+        for n in sorted({_SIDE_OF[i] for i in self.families if i in _SIDE_OF}):
+            alias = _SIDES[n][2]
             source += f" LEFT JOIN {side_tables[n]} AS {alias} ON {alias}.key = w.key"
         if self.content:
             source += f" LEFT JOIN {content_table} AS c ON c.key = w.key"

@@ -85,16 +85,8 @@ class WebTable:
         """The pages of *keys* that exist, by key; *skip_errors* as :meth:`scan`'s."""
         raw = [k.encode("utf-8") for k in keys]
         found = self.store.get_many(raw, columns_for(fields))
-        if not skip_errors:
-            return {k.decode("utf-8"): decode_page(k, cells, fields) for k, cells in found.items()}
-        pages = {}
-        for key, cells in found.items():
-            try:
-                pages[key.decode("utf-8")] = decode_page(key, cells, fields)
-            except CellDecodeError as exc:
-                self.skipped += 1
-                logger.warning("Skipped row %r: %s", key, exc)
-        return pages
+        pages = ((k, self._decode(k, cells, fields, skip_errors)) for k, cells in found.items())
+        return {k.decode("utf-8"): page for k, page in pages if page is not None}
 
     def scan(
         self,
@@ -125,15 +117,23 @@ class WebTable:
             limit=limit,
         )
         for key, cells in self.store.scan(scan, self.read_limit):
-            try:
-                page = decode_page(key, cells, fields)
-            except CellDecodeError as exc:
-                if not skip_errors:
-                    raise
-                self.skipped += 1
-                logger.warning("Skipped row %r: %s", key, exc)
-                continue
-            yield page
+            page = self._decode(key, cells, fields, skip_errors)
+            if page is not None:
+                yield page
+
+    def _decode(
+        self, key: bytes, cells: Cells, fields: Collection[str] | None, skip_errors: bool
+    ) -> WebPage | None:
+        """The page of *cells*; with *skip_errors*, ``None`` (logged and counted in
+        :attr:`skipped`) for one with a cell that does not decode."""
+        try:
+            return decode_page(key, cells, fields)
+        except CellDecodeError as exc:
+            if not skip_errors:
+                raise
+            self.skipped += 1
+            logger.warning("Skipped row %r: %s", key, exc)
+            return None
 
     # --- writes --------------------------------------------------------------------------------
 
