@@ -33,3 +33,4 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     assert "| first crawl / re-crawl (per round) |" in out
     assert "every page asked again, 304s, in" in out
     assert "| re-crawl / plain Spider asking every page again (per round) |" in out
+    assert "| first crawl / plain Spider asking every page again (per round) |" in out
