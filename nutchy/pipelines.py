@@ -210,6 +210,7 @@ class NutchDbUpdatePipeline:
         started = time.monotonic()
         if self.table is None:
             self.table = open_table(self.settings)
+        self.table.checkpoint()  # the fetch's writes, copied into the file beside updatedb
         parsed, counts = finish_batch(
             self.table, self.settings, batch, now=_now_ms(), parse=self.parse
         )

@@ -52,6 +52,18 @@ def test_create_is_idempotent(store_factory):
     assert store.table_name.endswith("webpage")
 
 
+def test_a_checkpoint_changes_no_cell(store, reopen):
+    put(store, b"a", f__st=b"1", il__x=b"anchor")
+    store.checkpoint()
+    put(store, b"b", f__st=b"2")
+    store.checkpoint()
+    store = reopen()
+    assert dict(store.scan()) == {
+        b"a": {b"f:st": b"1", b"il:x": b"anchor"},
+        b"b": {b"f:st": b"2"},
+    }
+
+
 def test_cells_round_trip_byte_for_byte(store, reopen):
     every_byte = bytes(range(256)) * 40
     row = cols(

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -135,6 +136,48 @@ def test_a_write_that_fails_changes_nothing(tmp_path):
         assert store.get(b"a") == {b"f:st": b"1"}
         assert store.get(b"c") is None
         assert store.get(b"d") is None
+
+
+def _rows_in_the_file(path) -> int:
+    """Rows of the table in the file itself, ignoring the write-ahead log (``immutable``)."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM webpage").fetchone()[0]
+    except sqlite3.OperationalError:  # the table itself is still in the log only
+        return 0
+    finally:
+        conn.close()
+
+
+def test_a_checkpoint_copies_the_log_into_the_file_while_the_store_goes_on(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with EmbeddedStore(path) as store:
+        store.create()
+        store.write([RowUpdate(b"k%03d" % i, {b"f:st": b"1"}) for i in range(300)])
+        assert _rows_in_the_file(path) == 0  # in the log only
+        store.checkpoint()
+        store.write([RowUpdate(b"later", {b"f:st": b"2"})])  # the store is not held up
+        deadline = time.monotonic() + 30
+        while _rows_in_the_file(path) < 300 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _rows_in_the_file(path) >= 300
+        store.checkpoint()  # again, while the first may still run: one at a time
+        assert store.get(b"k299") == {b"f:st": b"1"}
+    with EmbeddedStore(path) as store:
+        assert sum(1 for _ in store.scan()) == 301
+        assert store.get(b"later") == {b"f:st": b"2"}
+
+
+def test_a_checkpoint_of_a_file_moved_away_creates_no_file(tmp_path, caplog):
+    path = tmp_path / "m.sqlite"
+    store = EmbeddedStore(path)
+    store.create()
+    store.write([RowUpdate(b"a", {b"f:st": b"1"})])
+    path.rename(tmp_path / "elsewhere.sqlite")
+    store.checkpoint()
+    store.close()  # waits for the checkpoint
+    assert not path.exists()
+    assert "Could not checkpoint" in caplog.text
 
 
 def test_a_file_of_an_older_layout_is_refused_with_a_message(tmp_path):

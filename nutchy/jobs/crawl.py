@@ -129,6 +129,7 @@ def crawl(
             ahead, failed = _fetch(
                 table, settings, batch_id, generated.partitions, overrides, start_fetch
             )
+            table.checkpoint()  # the fetch's writes, copied into the file beside what follows
             if failed:
                 report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
                 break

@@ -117,6 +117,12 @@ class Store(Protocol):
         """Key ranges ``(start, stop)`` that cover the table, one per region (HBase) or one."""
         ...
 
+    def checkpoint(self) -> None:
+        """Say that a burst of writes has ended (a fetch): the embedded store starts copying its
+        write-ahead log into the file, in a thread of its own, beside whatever the process does
+        next, so that :meth:`close` has less left to do; HBase has nothing to do."""
+        ...
+
     def close(self) -> None: ...
 
 

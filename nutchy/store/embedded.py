@@ -178,6 +178,8 @@ class EmbeddedStore:
         self._b = _quote(table_name + "_batch")
         self._layout_checked = False
         self._lock = threading.RLock()
+        self._busy_timeout = busy_timeout
+        self._checkpointer: threading.Thread | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -347,8 +349,43 @@ class EmbeddedStore:
         self._transaction(upgrade)
 
     def close(self) -> None:
+        # The checkpoint started last goes on until done: closing the last connection copies
+        # what is left of the log, and a thread still copying would make that one wait.
+        if self._checkpointer is not None:
+            self._checkpointer.join()
         with self._lock:
             self._conn.close()
+
+    def checkpoint(self) -> None:
+        """Start a passive checkpoint (the write-ahead log copied into the file, without waiting
+        for readers or writers) on a connection of its own, in a thread; one at a time. The
+        process goes on meanwhile: SQLite does the copy without Python's lock. After a fetch,
+        this takes the copy of the fetch's writes out of the :meth:`close` that would otherwise
+        do it (0.3 s for the 75 MB of log a fetch of 5,000 pages answered with 304 leaves).
+        Failing, it logs why and leaves the log to the next checkpoint."""
+        if self._checkpointer is not None and self._checkpointer.is_alive():
+            return
+        thread = threading.Thread(
+            target=self._checkpoint, name=f"checkpoint {self.path.name}", daemon=True
+        )
+        self._checkpointer = thread
+        thread.start()
+
+    def _checkpoint(self) -> None:
+        try:
+            # mode=rw: a file removed meanwhile is not created again, empty
+            conn = sqlite3.connect(
+                self.path.resolve().as_uri() + "?mode=rw",
+                uri=True,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+            )
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            logger.warning("Could not checkpoint %s: %s", self.path, exc)
 
     def splits(self) -> list[tuple[bytes, bytes | None]]:
         return [(b"", None)]

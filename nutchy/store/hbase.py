@@ -276,6 +276,9 @@ class HBaseStore:
                     break
                 conn.close()
 
+    def checkpoint(self) -> None:
+        """Nothing to do: HBase makes each write durable (its WAL) before answering it."""
+
     def splits(self) -> list[tuple[bytes, bytes | None]]:
         regions = self._call(lambda conn: conn.table(self._short_name).regions())
         if not regions:

@@ -57,6 +57,10 @@ class WebTable:
     def close(self) -> None:
         self.store.close()
 
+    def checkpoint(self) -> None:
+        """After a burst of writes (a fetch): see :meth:`nutchy.store.base.Store.checkpoint`."""
+        self.store.checkpoint()
+
     def create(self) -> bool:
         """Create the table if it is missing; return whether it was created."""
         return self.store.create()
