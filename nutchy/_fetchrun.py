@@ -4,7 +4,8 @@
 started twice in one process. The child reads nutchy's defaults, the Scrapy project's settings
 (when there is a project), then the overrides given as a JSON object, turns the add-on on, and
 runs the ``nutch`` spider on the batch (on partition *k* of *K* only with ``PARTITION`` =
-``k/K``); it leaves parse and updatedb to ``nutchy crawl``.
+``k/K``); it leaves parse and updatedb to ``nutchy crawl``. It exits with 1 when the crawl
+could not start, or could not read or write the table.
 """
 
 from __future__ import annotations
@@ -36,10 +37,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # nutchy crawl parses what is left and runs updatedb itself, after this process ends.
     settings.set("NUTCH_FETCHER_UPDATEDB", False, "cmdline")
     process = CrawlerProcess(settings)
-    process.crawl(NutchSpider, batch=args[0], partition=partition)
+    crawler = process.create_crawler(NutchSpider)
+    process.crawl(crawler, batch=args[0], partition=partition)
     process.start()
     # As scrapy crawl: a crawl that could not start (bad settings, no table...) fails.
-    return 1 if process.bootstrap_failed else 0
+    if process.bootstrap_failed:
+        return 1
+    # So does a fetch that could not read or write the table (a store gone away): its batch is
+    # not for parse and updatedb until it is fetched whole (-a resume=true).
+    stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+    if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
+        return 1
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

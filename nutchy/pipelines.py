@@ -27,6 +27,7 @@ from nutchy.core.parse import ParseConfig, is_truncated, parse_change, parse_con
 from nutchy.core.signature import Signature
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.webpage import WebPage
+from nutchy.exceptions import StoreError
 from nutchy.jobs._cycle import finish_batch, parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.store import open_table
@@ -82,6 +83,7 @@ class NutchParsePipeline:
         self.flush_size = flush_size
         self.stats = stats
         self.pending: list[FetchedPage] = []
+        self._store_error_logged = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -125,10 +127,17 @@ class NutchParsePipeline:
             await run_in_thread(self._parse_and_write, pages)
 
     def _parse_and_write(self, pages: list[FetchedPage]) -> None:
-        """Parse *pages* and write the results (in a thread)."""
-        stored = self.table.get_many(
-            [p.key for p in pages], ["signature", "prev_signature", "markers"]
-        )
+        """Parse *pages* and write the results (in a thread). When the table cannot be read or
+        written, the pages are left unparsed (``nutchy parse ID -resume`` parses those whose
+        fetch was written; the others are fetched again) and the crawl goes on: whether the
+        fetch can is the scheduler's to decide."""
+        try:
+            stored = self.table.get_many(
+                [p.key for p in pages], ["signature", "prev_signature", "markers"]
+            )
+        except StoreError as exc:
+            self._not_written(len(pages), exc)
+            return
         updates = []
         for fetched in pages:
             row = stored.get(fetched.key) or WebPage(fetched.key)
@@ -161,9 +170,24 @@ class NutchParsePipeline:
             updates.append(build_update(fetched.key, change.fields, change.entries, change.replace))
         try:
             self.table.write(updates)
+        except StoreError as exc:
+            self._not_written(len(updates), exc)
         except Exception:
             self.stats.inc_value("nutch/store/put_error", len(updates))
             logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})
+
+    def _not_written(self, count: int, exc: StoreError) -> None:
+        """The parse of *count* pages was not written because of *exc*: counted, and said once
+        (the store's message names it; a store gone away fails every write after)."""
+        self.stats.inc_value("nutch/store/put_error", count)
+        self.stats.inc_value("nutch/parse/not_written", count)
+        if not self._store_error_logged:
+            self._store_error_logged = True
+            logger.error(
+                "Cannot write the parse of %(n)d pages (left unparsed, for nutchy parse ID"
+                " -resume; the next are counted in nutch/parse/not_written): %(error)s",
+                {"n": count, "error": exc},
+            )
 
 
 class NutchDbUpdatePipeline:

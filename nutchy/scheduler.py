@@ -1013,7 +1013,8 @@ class NutchScheduler:
                 "Cannot write %(n)d fetch outcomes (their rows are left for -a resume=true):"
                 " %(error)s",
                 {"n": count, "error": failure.getErrorMessage()},
-                exc_info=failure.value,
+                # a store's error names what failed; a traceback is for anything else
+                exc_info=None if isinstance(failure.value, StoreError) else failure.value,
             )
         self._after_flush()
 
@@ -1169,7 +1170,7 @@ class NutchScheduler:
         logger.error(
             "Cannot finish batch %(batch)s: %(error)s",
             {"batch": self.job.batch_id if self.job else None, "error": failure.getErrorMessage()},
-            exc_info=failure.value,
+            exc_info=None if isinstance(failure.value, StoreError) else failure.value,
         )
         self._phase = "done"
         if self._close_spider is not None:

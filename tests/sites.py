@@ -299,6 +299,8 @@ class _GraphHandler(BaseHTTPRequestHandler):
     def do_GET(self):
         server = self.server
         server.hits.append(self.path)  # type: ignore[attr-defined]
+        if server.on_request is not None:  # type: ignore[attr-defined]
+            server.on_request(self.path)  # type: ignore[attr-defined]
         page = server.graph.get(self.path)  # type: ignore[attr-defined]
         if page is None:
             self.send_response(404)
@@ -317,11 +319,15 @@ class _GraphHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def graph_site(graph: dict[str, tuple[str, list[str]]]) -> Iterator[ThreadingHTTPServer]:
+def graph_site(
+    graph: dict[str, tuple[str, list[str]]], on_request: Callable[[str], object] | None = None
+) -> Iterator[ThreadingHTTPServer]:
     """A server on 127.0.0.1 serving *graph* (path -> (title, links)); ``hits`` lists the paths
-    requested, ``server_address[1]`` is its port."""
+    requested, ``server_address[1]`` is its port. *on_request* is called with each path before
+    it is answered."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _GraphHandler)
     server.graph = graph  # type: ignore[attr-defined]
+    server.on_request = on_request  # type: ignore[attr-defined]
     server.hits = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -11,7 +11,10 @@ from sites import graph_site
 from nutchy.cli import main
 from nutchy.config import load_settings
 from nutchy.core.status import CrawlStatus
+from nutchy.exceptions import StoreError
+from nutchy.jobs.crawl import crawl, start_fetch_in_child
 from nutchy.store import open_table
+from nutchy.testing.hbase_server import HBaseThriftServer
 
 GRAPH = {
     "/": ("Home", ["/a", "/b"]),
@@ -138,3 +141,99 @@ def test_ignore_internal_links_keeps_the_crawl_on_its_seeds(crawl_dir, site, cap
     assert list(table) == [f"{site}/"]
     home = table[f"{site}/"]
     assert home.status == CrawlStatus.FETCHED and home.title == "Home" and not home.outlinks
+
+
+def test_a_store_that_goes_away_during_a_fetch_stops_the_crawl_with_what_to_do(
+    tmp_path, monkeypatch, capfd
+):
+    # The HBase server stops when round 2 asks for its first page: that page's outcome, and
+    # every read and write after, fail.
+    hbase = HBaseThriftServer()
+    hbase.start()
+
+    def stop_hbase(path: str) -> None:
+        if path == "/a":
+            hbase.stop()
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    with graph_site(GRAPH, on_request=stop_hbase) as server:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"http://127.0.0.1:{server.server_address[1]}/\n", encoding="utf-8")
+        code = nutchy(
+            tmp_path,
+            "crawl",
+            str(seeds),
+            "-rounds",
+            "3",
+            "-s",
+            "NUTCH_STORAGE_DATA_STORE_CLASS=nutchy.store.hbase.HBaseStore",
+            "-s",
+            "NUTCH_HBASE_HOST=127.0.0.1",
+            "-s",
+            f"NUTCH_HBASE_PORT={hbase.port}",
+            "-s",
+            "NUTCH_HBASE_TIMEOUT=3000",
+        )
+        hits = list(server.hits)
+    assert code == 1
+    err = capfd.readouterr().err
+    lines = err.strip().splitlines()
+    assert re.fullmatch(
+        r"nutchy crawl: stopped, the fetch of batch \S+ failed \(exit code 1\)", lines[-1]
+    )
+    batch = re.search(r"round 2: batch (\S+),", err).group(1)
+    assert (
+        f"nutchy crawl: round 2: batch {batch} is left for scrapy crawl nutch -a batch={batch}"
+        f" -a resume=true, nutchy parse {batch} -resume and nutchy updatedb {batch}"
+    ) in lines
+    assert "round 2: 0 pages parsed" not in err  # no parse or updatedb of that batch
+    assert f"127.0.0.1:{hbase.port}" in err  # the fetch says which store failed
+    assert "Traceback" not in err
+    assert hits.count("/a") == 1  # the fetch did not go on asking for pages it cannot record
+
+
+def test_a_store_that_goes_away_after_a_fetch_names_the_batch_to_finish(crawl_dir, site):
+    hbase = HBaseThriftServer()
+    hbase.start()
+
+    def fetch_then_stop_hbase(batch_id, overrides, partition):
+        wait = start_fetch_in_child(batch_id, overrides, partition)
+
+        def wait_then_stop() -> int:
+            code = wait()
+            hbase.stop()
+            return code
+
+        return wait_then_stop
+
+    overrides = {
+        "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+        "NUTCH_HBASE_HOST": "127.0.0.1",
+        "NUTCH_HBASE_PORT": hbase.port,
+        "NUTCH_HBASE_TIMEOUT": 3000,
+        "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
+        "NUTCH_FETCHER_SERVER_DELAY": 0,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "WARNING",
+    }
+    seeds = crawl_dir / "seeds.txt"
+    lines = []
+    with pytest.raises(StoreError) as raised:
+        crawl(
+            load_settings(overrides, project=False),
+            [seeds],
+            rounds=3,
+            top_n=None,
+            overrides=overrides,
+            start_fetch=fetch_then_stop_hbase,
+            log=lines.append,
+        )
+    batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-1]).group(1)
+    message = str(raised.value)
+    assert message.startswith(f"round 1: cannot parse and update batch {batch}: the HBase")
+    assert f"127.0.0.1:{hbase.port}" in message
+    assert message.endswith(
+        f"finish the batch with scrapy crawl nutch -a batch={batch} -a resume=true,"
+        f" nutchy parse {batch} -resume and nutchy updatedb {batch}"
+    )

@@ -3,6 +3,8 @@ parsed and written in batches."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler
@@ -13,6 +15,7 @@ from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.pipelines import FetchedPage, NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.store import open_table
+from nutchy.testing.hbase_server import HBaseThriftServer
 
 
 def crawler(tmp_path, **settings):
@@ -68,3 +71,35 @@ def test_parses_and_writes_a_batch(tmp_path):
         assert table.get("http://a.example/t") is None
     assert c.stats.get_value("nutch/parse/status/1/0") == 1
     assert c.stats.get_value("nutch/parse/skipped/truncated") == 1
+
+
+def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, caplog):
+    server = HBaseThriftServer()
+    server.start()
+    c = crawler(
+        tmp_path,
+        NUTCH_STORAGE_DATA_STORE_CLASS="nutchy.store.hbase.HBaseStore",
+        NUTCH_HBASE_HOST="127.0.0.1",
+        NUTCH_HBASE_PORT=server.port,
+        NUTCH_HBASE_TIMEOUT=2000,
+        NUTCH_STORAGE_CRAWL_ID="gone",
+    )
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    pipeline.table.create()
+    page = fetched("http://a.example/", b"<title>A</title>")
+    pipeline._parse_and_write([page])
+    assert pipeline.table.get("http://a.example/").title == "A"
+    server.stop()
+    with caplog.at_level(logging.ERROR):
+        pipeline._parse_and_write([page, fetched("http://a.example/b", b"<title>B</title>")])
+        pipeline._parse_and_write([page])
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, [r.getMessage() for r in errors]
+    assert errors[0].exc_info is None  # the store's message says it all: no traceback
+    message = errors[0].getMessage()
+    assert "Cannot write the parse of 2 pages" in message
+    assert f"127.0.0.1:{server.port}" in message
+    assert c.stats.get_value("nutch/parse/not_written") == 3
+    assert c.stats.get_value("nutch/store/put_error") == 3
+    pipeline.table.close()

@@ -131,9 +131,16 @@ def crawl(
             )
             table.checkpoint()  # the fetch's writes, copied into the file beside what follows
             if failed:
+                log(f"round {number}: batch {batch_id} is left for {_by_hand(batch_id)}")
                 report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
                 break
-            parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
+            try:
+                parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
+            except StoreError as exc:
+                raise StoreError(
+                    f"round {number}: cannot parse and update batch {batch_id}: {exc}. Once the"
+                    f" table can be reached, finish the batch with {_by_hand(batch_id)}"
+                ) from exc
             del ahead
             assert parsed is not None
             line = f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs"
@@ -191,6 +198,14 @@ def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadA
     except StoreError as exc:  # an optimization: the crawl goes on without it
         logger.warning("Could not read batch %s ahead of updatedb: %s", batch_id, exc)
         return None
+
+
+def _by_hand(batch_id: str) -> str:
+    """The commands that finish the fetch, parse and update of *batch_id*."""
+    return (
+        f"scrapy crawl nutch -a batch={batch_id} -a resume=true, nutchy parse {batch_id}"
+        f" -resume and nutchy updatedb {batch_id}"
+    )
 
 
 def _now() -> int:
