@@ -226,7 +226,16 @@ class NutchDbUpdatePipeline:
     async def batch_parsed(self, batch_id: str, complete: bool) -> None:
         if not complete:
             return
-        await run_in_thread(self._update, batch_id)
+        try:
+            await run_in_thread(self._update, batch_id)
+        except StoreError as exc:
+            self.stats.inc_value("nutch/updatedb/failed")
+            logger.error(
+                "Cannot update batch %(batch)s: %(error)s. Once the table can be reached:"
+                " nutchy updatedb %(batch)s",
+                {"batch": batch_id, "error": exc},
+            )
+            raise  # the scheduler ends the crawl (nutch_update_failed)
 
     def _update(self, batch_id: str) -> None:
         """Parse (when the fetch did not) and update the batch (in a thread)."""

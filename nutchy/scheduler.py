@@ -1138,8 +1138,12 @@ class NutchScheduler:
         reason = "finished"
         if self._signals is not None:
             args = {"batch_id": job.batch_id, "complete": complete}
-            await self._signals.send_catch_log_async(batch_fetched, **args)
-            results = await self._signals.send_catch_log_async(batch_parsed, **args)
+            # A store's error is logged by the handler with what to do, not by Scrapy with a
+            # traceback; it still fails the batch.
+            await self._signals.send_catch_log_async(batch_fetched, dont_log=StoreError, **args)
+            results = await self._signals.send_catch_log_async(
+                batch_parsed, dont_log=StoreError, **args
+            )
             if any(isinstance(result, BaseException) for _, result in results):
                 reason = "nutch_update_failed"
         if not complete and (self._updates or job.partition is None):

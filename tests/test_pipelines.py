@@ -3,6 +3,7 @@ parsed and written in batches."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -13,6 +14,7 @@ from scrapy.utils.test import get_crawler
 from nutchy.addon import NutchAddon
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
+from nutchy.exceptions import StoreError
 from nutchy.pipelines import FetchedPage, NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
@@ -103,3 +105,26 @@ def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, capl
     assert c.stats.get_value("nutch/parse/not_written") == 3
     assert c.stats.get_value("nutch/store/put_error") == 3
     pipeline.table.close()
+
+
+def test_an_updatedb_the_store_fails_says_what_to_run_and_fails_the_batch(tmp_path, caplog):
+    server = HBaseThriftServer()
+    server.start()
+    c = crawler(
+        tmp_path,
+        NUTCH_STORAGE_DATA_STORE_CLASS="nutchy.store.hbase.HBaseStore",
+        NUTCH_HBASE_HOST="127.0.0.1",
+        NUTCH_HBASE_PORT=server.port,
+        NUTCH_HBASE_TIMEOUT=2000,
+    )
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchDbUpdatePipeline, c)
+    server.stop()
+    with caplog.at_level(logging.ERROR), pytest.raises(StoreError):
+        asyncio.run(pipeline.batch_parsed("b1", True))
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None
+    message = errors[0].getMessage()
+    assert message.startswith("Cannot update batch b1: the HBase Thrift server at 127.0.0.1:")
+    assert message.endswith("Once the table can be reached: nutchy updatedb b1")
+    assert c.stats.get_value("nutch/updatedb/failed") == 1
