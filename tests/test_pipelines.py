@@ -25,6 +25,18 @@ def crawler(tmp_path, **settings):
     return get_crawler(settings_dict=values)
 
 
+def hbase_crawler(tmp_path, server, **settings):
+    """A crawler whose table is on the HBase test server *server*."""
+    return crawler(
+        tmp_path,
+        NUTCH_STORAGE_DATA_STORE_CLASS="nutchy.store.hbase.HBaseStore",
+        NUTCH_HBASE_HOST="127.0.0.1",
+        NUTCH_HBASE_PORT=server.port,
+        NUTCH_HBASE_TIMEOUT=2000,
+        **settings,
+    )
+
+
 def fetched(url: str, body: bytes) -> FetchedPage:
     return FetchedPage(
         key=reverse_url(url),
@@ -78,14 +90,7 @@ def test_parses_and_writes_a_batch(tmp_path):
 def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, caplog):
     server = HBaseThriftServer()
     server.start()
-    c = crawler(
-        tmp_path,
-        NUTCH_STORAGE_DATA_STORE_CLASS="nutchy.store.hbase.HBaseStore",
-        NUTCH_HBASE_HOST="127.0.0.1",
-        NUTCH_HBASE_PORT=server.port,
-        NUTCH_HBASE_TIMEOUT=2000,
-        NUTCH_STORAGE_CRAWL_ID="gone",
-    )
+    c = hbase_crawler(tmp_path, server, NUTCH_STORAGE_CRAWL_ID="gone")
     c.stats.open_spider()
     pipeline = build_from_crawler(NutchParsePipeline, c)
     pipeline.table.create()
@@ -110,13 +115,7 @@ def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, capl
 def test_an_updatedb_the_store_fails_says_what_to_run_and_fails_the_batch(tmp_path, caplog):
     server = HBaseThriftServer()
     server.start()
-    c = crawler(
-        tmp_path,
-        NUTCH_STORAGE_DATA_STORE_CLASS="nutchy.store.hbase.HBaseStore",
-        NUTCH_HBASE_HOST="127.0.0.1",
-        NUTCH_HBASE_PORT=server.port,
-        NUTCH_HBASE_TIMEOUT=2000,
-    )
+    c = hbase_crawler(tmp_path, server)
     c.stats.open_spider()
     pipeline = build_from_crawler(NutchDbUpdatePipeline, c)
     server.stop()
