@@ -616,6 +616,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NutchError as exc:
         print(f"nutchy {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"nutchy {args.command}: interrupted", file=sys.stderr)
+        return 130  # as a shell reports a process ended by SIGINT
     return code
 
 

@@ -4,6 +4,7 @@ loopback site; STOP files and running out of URLs end it."""
 from __future__ import annotations
 
 import re
+import signal
 
 import pytest
 from sites import graph_site
@@ -236,4 +237,98 @@ def test_a_store_that_goes_away_after_a_fetch_names_the_batch_to_finish(crawl_di
     assert message.endswith(
         f"finish the batch with scrapy crawl nutch -a batch={batch} -a resume=true,"
         f" nutchy parse {batch} -resume and nutchy updatedb {batch}"
+    )
+
+
+def test_a_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(tmp_path, monkeypatch):
+    # SIGTERM reaches the fetch child when round 2 asks for /a: Scrapy shuts down gracefully,
+    # the child exits 1, and the crawl stops with the batch generated and not updated.
+    children = []
+
+    def start_fetch(batch_id, overrides, partition):
+        wait = start_fetch_in_child(batch_id, overrides, partition)
+        children.append(wait.__self__)  # the Popen
+        return wait
+
+    def stop_the_fetch(path: str) -> None:
+        if path == "/a":
+            children[-1].send_signal(signal.SIGTERM)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    overrides = {
+        "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"),
+        "NUTCH_FETCHER_SERVER_DELAY": 0,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "WARNING",
+    }
+    lines = []
+    with graph_site(GRAPH, on_request=stop_the_fetch) as server:
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{site}/\n", encoding="utf-8")
+        report = crawl(
+            load_settings(overrides, project=False),
+            [seeds],
+            rounds=5,
+            top_n=None,
+            overrides=overrides,
+            start_fetch=start_fetch,
+            log=lines.append,
+        )
+    assert len(report.batches) == 2
+    batch = report.batches[1]
+    assert report.stopped == f"the fetch of batch {batch} failed (exit code 1)"
+    assert (
+        f"round 2: batch {batch} is left for scrapy crawl nutch -a batch={batch} -a resume=true,"
+        f" nutchy parse {batch} -resume and nutchy updatedb {batch}"
+    ) in lines
+    assert not any(line.startswith("round 2: ") and "parsed" in line for line in lines)
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(tmp_path / "crawl")}, project=False)
+    with open_table(settings) as table:
+        marks = {p.url: p.markers.get("_gnmrk_") for p in table.scan()}
+    # round 2's rows still carry its generate mark: updatedb did not run on the cut batch
+    assert marks[f"{site}/a"] == marks[f"{site}/b"] == batch
+
+
+def test_ctrl_c_during_a_crawl_names_the_batch_left_and_exits_130(crawl_dir, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("nutchy.cli.crawl", interrupted)
+    assert nutchy(crawl_dir, "crawl", str(crawl_dir / "seeds.txt")) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "nutchy crawl: interrupted"
+
+
+def test_ctrl_c_during_a_fetch_logs_the_batch_left(crawl_dir):
+    def start_fetch(batch_id, overrides, partition):
+        wait = start_fetch_in_child(batch_id, overrides, partition)
+
+        def wait_then_interrupt() -> int:
+            wait()
+            raise KeyboardInterrupt
+
+        return wait_then_interrupt
+
+    overrides = {
+        "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
+        "NUTCH_FETCHER_SERVER_DELAY": 0,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "WARNING",
+    }
+    lines = []
+    with pytest.raises(KeyboardInterrupt):
+        crawl(
+            load_settings(overrides, project=False),
+            [crawl_dir / "seeds.txt"],
+            rounds=3,
+            top_n=None,
+            overrides=overrides,
+            start_fetch=start_fetch,
+            log=lines.append,
+        )
+    batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-2]).group(1)
+    assert lines[-1] == (
+        f"round 1: interrupted; batch {batch} is left for scrapy crawl nutch -a batch={batch}"
+        f" -a resume=true, nutchy parse {batch} -resume and nutchy updatedb {batch}"
     )

@@ -126,21 +126,26 @@ def crawl(
                 sizes = ", ".join(map(str, generated.partitions))
                 line += f" in {num_fetchers} partitions ({sizes})"
             log(line)
-            ahead, failed = _fetch(
-                table, settings, batch_id, generated.partitions, overrides, start_fetch
-            )
-            table.checkpoint()  # the fetch's writes, copied into the file beside what follows
-            if failed:
-                log(f"round {number}: batch {batch_id} is left for {_by_hand(batch_id)}")
-                report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
-                break
             try:
+                ahead, failed = _fetch(
+                    table, settings, batch_id, generated.partitions, overrides, start_fetch
+                )
+                table.checkpoint()  # the fetch's writes, copied into the file beside what follows
+                if failed:
+                    log(f"round {number}: batch {batch_id} is left for {_by_hand(batch_id)}")
+                    report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
+                    break
                 parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
             except StoreError as exc:
                 raise StoreError(
                     f"round {number}: cannot parse and update batch {batch_id}: {exc}. Once the"
                     f" table can be reached, finish the batch with {_by_hand(batch_id)}"
                 ) from exc
+            except KeyboardInterrupt:  # Ctrl-C: the fetch children stop on theirs
+                log(
+                    f"round {number}: interrupted; batch {batch_id} is left for {_by_hand(batch_id)}"
+                )
+                raise
             del ahead
             assert parsed is not None
             line = f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs"
