@@ -55,6 +55,35 @@ def nutchy(crawl_dir, *args):
     )
 
 
+def crawl_with(crawl_dir, start_fetch, lines, *, rounds=3, **settings):
+    """:func:`crawl` of ``crawl_dir/seeds.txt`` into ``crawl_dir/crawl`` through the Python API,
+    each fetch started by *start_fetch*, the log lines into *lines*."""
+    overrides = {
+        "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
+        "NUTCH_FETCHER_SERVER_DELAY": 0,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "WARNING",
+        **settings,
+    }
+    return crawl(
+        load_settings(overrides, project=False),
+        [crawl_dir / "seeds.txt"],
+        rounds=rounds,
+        top_n=None,
+        overrides=overrides,
+        start_fetch=start_fetch,
+        log=lines.append,
+    )
+
+
+def left_for(batch):
+    """What the crawl says finishes *batch* by hand."""
+    return (
+        f"scrapy crawl nutch -a batch={batch} -a resume=true, nutchy parse {batch} -resume and"
+        f" nutchy updatedb {batch}"
+    )
+
+
 def rows(crawl_dir):
     settings = load_settings({"NUTCH_CRAWL_DIR": str(crawl_dir / "crawl")}, project=False)
     with open_table(settings) as table:
@@ -184,10 +213,7 @@ def test_a_store_that_goes_away_during_a_fetch_stops_the_crawl_with_what_to_do(
         r"nutchy crawl: stopped, the fetch of batch \S+ failed \(exit code 1\)", lines[-1]
     )
     batch = re.search(r"round 2: batch (\S+),", err).group(1)
-    assert (
-        f"nutchy crawl: round 2: batch {batch} is left for scrapy crawl nutch -a batch={batch}"
-        f" -a resume=true, nutchy parse {batch} -resume and nutchy updatedb {batch}"
-    ) in lines
+    assert f"nutchy crawl: round 2: batch {batch} is left for {left_for(batch)}" in lines
     assert "round 2: 0 pages parsed" not in err  # no parse or updatedb of that batch
     assert f"127.0.0.1:{hbase.port}" in err  # the fetch says which store failed
     assert "Traceback" not in err
@@ -208,36 +234,22 @@ def test_a_store_that_goes_away_after_a_fetch_names_the_batch_to_finish(crawl_di
 
         return wait_then_stop
 
-    overrides = {
-        "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
-        "NUTCH_HBASE_HOST": "127.0.0.1",
-        "NUTCH_HBASE_PORT": hbase.port,
-        "NUTCH_HBASE_TIMEOUT": 3000,
-        "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
-        "NUTCH_FETCHER_SERVER_DELAY": 0,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "WARNING",
-    }
-    seeds = crawl_dir / "seeds.txt"
     lines = []
     with pytest.raises(StoreError) as raised:
-        crawl(
-            load_settings(overrides, project=False),
-            [seeds],
-            rounds=3,
-            top_n=None,
-            overrides=overrides,
-            start_fetch=fetch_then_stop_hbase,
-            log=lines.append,
+        crawl_with(
+            crawl_dir,
+            fetch_then_stop_hbase,
+            lines,
+            NUTCH_STORAGE_DATA_STORE_CLASS="nutchy.store.hbase.HBaseStore",
+            NUTCH_HBASE_HOST="127.0.0.1",
+            NUTCH_HBASE_PORT=hbase.port,
+            NUTCH_HBASE_TIMEOUT=3000,
         )
     batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-1]).group(1)
     message = str(raised.value)
     assert message.startswith(f"round 1: cannot parse and update batch {batch}: the HBase")
     assert f"127.0.0.1:{hbase.port}" in message
-    assert message.endswith(
-        f"finish the batch with scrapy crawl nutch -a batch={batch} -a resume=true,"
-        f" nutchy parse {batch} -resume and nutchy updatedb {batch}"
-    )
+    assert message.endswith(f"finish the batch with {left_for(batch)}")
 
 
 def test_a_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(tmp_path, monkeypatch):
@@ -256,33 +268,15 @@ def test_a_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(tmp_path, m
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
-    overrides = {
-        "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"),
-        "NUTCH_FETCHER_SERVER_DELAY": 0,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "WARNING",
-    }
     lines = []
     with graph_site(GRAPH, on_request=stop_the_fetch) as server:
         site = f"http://127.0.0.1:{server.server_address[1]}"
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text(f"{site}/\n", encoding="utf-8")
-        report = crawl(
-            load_settings(overrides, project=False),
-            [seeds],
-            rounds=5,
-            top_n=None,
-            overrides=overrides,
-            start_fetch=start_fetch,
-            log=lines.append,
-        )
+        (tmp_path / "seeds.txt").write_text(f"{site}/\n", encoding="utf-8")
+        report = crawl_with(tmp_path, start_fetch, lines, rounds=5)
     assert len(report.batches) == 2
     batch = report.batches[1]
     assert report.stopped == f"the fetch of batch {batch} failed (exit code 1)"
-    assert (
-        f"round 2: batch {batch} is left for scrapy crawl nutch -a batch={batch} -a resume=true,"
-        f" nutchy parse {batch} -resume and nutchy updatedb {batch}"
-    ) in lines
+    assert f"round 2: batch {batch} is left for {left_for(batch)}" in lines
     assert not any(line.startswith("round 2: ") and "parsed" in line for line in lines)
     settings = load_settings({"NUTCH_CRAWL_DIR": str(tmp_path / "crawl")}, project=False)
     with open_table(settings) as table:
@@ -310,25 +304,8 @@ def test_ctrl_c_during_a_fetch_logs_the_batch_left(crawl_dir):
 
         return wait_then_interrupt
 
-    overrides = {
-        "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
-        "NUTCH_FETCHER_SERVER_DELAY": 0,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "WARNING",
-    }
     lines = []
     with pytest.raises(KeyboardInterrupt):
-        crawl(
-            load_settings(overrides, project=False),
-            [crawl_dir / "seeds.txt"],
-            rounds=3,
-            top_n=None,
-            overrides=overrides,
-            start_fetch=start_fetch,
-            log=lines.append,
-        )
+        crawl_with(crawl_dir, start_fetch, lines)
     batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-2]).group(1)
-    assert lines[-1] == (
-        f"round 1: interrupted; batch {batch} is left for scrapy crawl nutch -a batch={batch}"
-        f" -a resume=true, nutchy parse {batch} -resume and nutchy updatedb {batch}"
-    )
+    assert lines[-1] == f"round 1: interrupted; batch {batch} is left for {left_for(batch)}"
