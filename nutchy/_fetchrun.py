@@ -5,7 +5,7 @@ started twice in one process. The child reads nutchy's defaults, the Scrapy proj
 (when there is a project), then the overrides given as a JSON object, turns the add-on on, and
 runs the ``nutch`` spider on the batch (on partition *k* of *K* only with ``PARTITION`` =
 ``k/K``); it leaves parse and updatedb to ``nutchy crawl``. It exits with 1 when the crawl
-could not start, could not read or write the table, or was stopped before its end.
+could not start, could not read or write the table, or was stopped by a signal.
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if process.bootstrap_failed:
         return 1
     # So does a fetch that could not read or write the table (a store gone away), or that was
-    # stopped (SIGINT, SIGTERM: finish reason "shutdown"): its batch is not for parse and
-    # updatedb until it is fetched whole (-a resume=true).
+    # stopped by a signal (SIGINT, SIGTERM: Scrapy's finish reason "shutdown"): its batch is not
+    # for parse and updatedb until it is fetched whole (-a resume=true). A fetch that ends at its
+    # time limit, or by Scrapy's CloseSpider extension, is not a failure: as in Nutch, what it
+    # fetched is parsed and updated, and the rest of the batch is generated again.
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
         return 1
-    return 0 if stats.get("finish_reason", "finished") == "finished" else 1
+    return 1 if stats.get("finish_reason") == "shutdown" else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -309,3 +309,18 @@ def test_ctrl_c_during_a_fetch_logs_the_batch_left(crawl_dir):
         crawl_with(crawl_dir, start_fetch, lines)
     batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-2]).group(1)
     assert lines[-1] == f"round 1: interrupted; batch {batch} is left for {left_for(batch)}"
+
+
+def test_a_fetch_closed_early_by_closespider_is_updated_and_the_crawl_goes_on(crawl_dir, capsys):
+    # Scrapy's CloseSpider ends each fetch after one page: not a failure, as a fetch time limit
+    # is not in Nutch. Each round updates what it fetched; the rest is generated again.
+    seeds = str(crawl_dir / "seeds.txt")
+    assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "10", "-s", "CLOSESPIDER_PAGECOUNT=1") == 0
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "nutchy crawl: stopped, nothing left to fetch"
+    assert {url.rsplit("/", 1)[1]: page.status for url, page in rows(crawl_dir).items()} == {
+        "": CrawlStatus.FETCHED,
+        "a": CrawlStatus.FETCHED,
+        "b": CrawlStatus.FETCHED,
+        "c": CrawlStatus.FETCHED,
+    }
