@@ -138,6 +138,25 @@ def test_a_write_that_fails_changes_nothing(tmp_path):
         assert store.get(b"d") is None
 
 
+def test_a_full_disk_fails_the_write_with_its_reason_and_changes_nothing(tmp_path):
+    with EmbeddedStore(tmp_path / "full.sqlite") as store:
+        store.create()
+        store.write([RowUpdate(b"k%d" % i, {b"f:st": b"1"}) for i in range(10)])
+        # the file may not grow: as a full disk, SQLite answers SQLITE_FULL and rolls back
+        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+        big = [RowUpdate(b"big%d" % i, {b"f:cnt": bytes(100_000), b"f:st": b"2"}) for i in range(5)]
+        with pytest.raises(StoreError, match="write failed: database or disk is full"):
+            store.write(big)
+        with pytest.raises(StoreError, match="database or disk is full"):
+            store.modify([b"k1"], None, lambda key, cells: RowUpdate(key, {b"f:cnt": bytes(10**6)}))
+        assert store.get(b"big0") is None
+        assert store.get(b"k1") == {b"f:st": b"1"}
+        store._conn.execute(f"PRAGMA max_page_count = {pages * 100}")  # room again
+        store.write(big)
+        assert store.get(b"big4") == {b"f:cnt": bytes(100_000), b"f:st": b"2"}
+
+
 def _rows_in_the_file(path) -> int:
     """Rows of the table in the file itself, ignoring the write-ahead log (``immutable``)."""
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)

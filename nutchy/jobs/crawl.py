@@ -139,7 +139,7 @@ def crawl(
             except StoreError as exc:
                 raise StoreError(
                     f"round {number}: cannot parse and update batch {batch_id}: {exc}. Once the"
-                    f" table can be reached, finish the batch with {_by_hand(batch_id)}"
+                    f" table can be written again, finish the batch with {_by_hand(batch_id)}"
                 ) from exc
             except KeyboardInterrupt:  # Ctrl-C: the fetch children stop on theirs
                 log(

@@ -47,6 +47,7 @@ in ``nutchy_meta`` says how a file was written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import marshal
 import sqlite3
@@ -842,12 +843,16 @@ class EmbeddedStore:
             raise StoreError(f"{self}: cannot start a write: {exc}") from exc
         try:
             result = work()
+            conn.execute("COMMIT")
         except BaseException as exc:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk, an I/O error): a ROLLBACK then
+            # fails, and must not hide why the write failed.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
                 raise self._error(exc, "write failed: ") from exc
             raise
-        conn.execute("COMMIT")
         return result
 
 
