@@ -741,9 +741,14 @@ class NutchScheduler:
         """The time limit: release nothing more, read nothing more."""
         if self._stopped:
             return
-        self._stopped = True
-        self._stop_reason = "its time limit"
         self.stats.inc_value("nutch/fetch/hit_by_time_limit", self._queued)
+        self._halt("its time limit")
+        logger.info("Fetch time limit reached: the rest of the batch is left for -a resume=true")
+
+    def _halt(self, reason: str) -> None:
+        """Release nothing more, read nothing more, for *reason*; the requests in flight end."""
+        self._stopped = True
+        self._stop_reason = reason
         for queue in self._queues.values():
             queue.entries.clear()
             queue.hosts.clear()
@@ -753,7 +758,6 @@ class NutchScheduler:
         self._ready.clear()
         self._soft.clear()
         self._hard.clear()
-        logger.info("Fetch time limit reached: the rest of the batch is left for -a resume=true")
 
     # --- the downloader's news ------------------------------------------------------------------
 
@@ -1011,11 +1015,16 @@ class NutchScheduler:
             self._put_error_logged = True
             logger.error(
                 "Cannot write %(n)d fetch outcomes (their rows are left for -a resume=true):"
-                " %(error)s",
+                " %(error)s; the fetch stops taking URLs",
                 {"n": count, "error": failure.getErrorMessage()},
                 # a store's error names what failed; a traceback is for anything else
                 exc_info=None if isinstance(failure.value, StoreError) else failure.value,
             )
+        if not self._stopped:
+            # Every page fetched from now on would be fetched for nothing, and fetched again
+            # by the resume: stop asking the hosts for more.
+            self.stats.inc_value("nutch/fetch/stopped_by_write_error", self._queued)
+            self._halt("a write error")
         self._after_flush()
 
     def _after_flush(self) -> None:

@@ -4,6 +4,7 @@ kill -9 mid-batch, partitions, redirects followed within the fetch."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
@@ -11,6 +12,8 @@ from sites import FetchProject, Site, prepare_batch
 
 from nutchy.core.generate import partition_for
 from nutchy.core.status import CrawlStatus, ProtocolStatusCode
+from nutchy.store.hbase import HBaseStore
+from nutchy.testing.hbase_server import HBaseThriftServer
 
 H2, H3, H4 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 P = ProtocolStatusCode
@@ -149,3 +152,34 @@ def test_redirects_followed_within_the_fetch(store, tmp_path):
         assert stats["nutch/fetch/redirect/followed"] == 2 + 1 + 3
         assert stats["nutch/fetch/redirect/loop"] == 1
         assert stats["nutch/fetch/redirect/exceeded"] == 1
+
+
+def test_a_write_that_fails_stops_the_fetch(tmp_path):
+    # An HBase server of the test's own, stopped after the fifth page: the next write of
+    # outcomes fails, and the fetch stops asking for pages it could not record.
+    hbase = HBaseThriftServer()
+    hbase.start()
+    store = HBaseStore("127.0.0.1", hbase.port, crawl_id="writefail", timeout=3000)
+    with Site((H2,)) as site:
+        urls = [site.url(H2, f"/page/{i:02d}") for i in range(30)]
+        prepare_batch(store, urls)
+        project = FetchProject(tmp_path, store, NUTCH_FETCHER_SERVER_DELAY=0.2)
+
+        def stop_after_five_pages() -> None:
+            while sum(p != "/robots.txt" for p in site.paths(H2)) < 5:
+                time.sleep(0.01)
+            hbase.stop()
+
+        stopper = threading.Thread(target=stop_after_five_pages)
+        stopper.start()
+        run = project.crawl()
+        stopper.join()
+        pages = [p for p in site.paths(H2) if p != "/robots.txt"]
+    assert run.returncode == 0, run.log[-3000:]  # scrapy crawl: the log and stats say it
+    assert "Cannot write" in run.log and "the fetch stops taking URLs" in run.log
+    assert "was not fetched whole (a write error)" in run.log
+    assert run.stats["nutch/fetch/stopped_by_write_error"] > 0
+    assert run.stats["nutch/store/put_error"] > 0
+    # at one page every 0.2 s, the outcomes of pages 1-5 go in one write (flush size 5) and the
+    # next write fails: a few pages more were asked, not the 30
+    assert 5 <= len(pages) <= 12, pages
