@@ -324,3 +324,17 @@ def test_a_fetch_closed_early_by_closespider_is_updated_and_the_crawl_goes_on(cr
         "b": CrawlStatus.FETCHED,
         "c": CrawlStatus.FETCHED,
     }
+
+
+def test_the_crawl_says_what_inject_made_of_each_seed_line(crawl_dir, site, capsys):
+    seeds = crawl_dir / "mixed.txt"
+    seeds.write_text(f"{site}/\nwww.nope.com\n{site}/\n", encoding="utf-8")
+    assert nutchy(crawl_dir, "crawl", str(seeds), "-rounds", "1") == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert (
+        "nutchy crawl: inject: 1 URLs injected (3 lines read; 1 duplicates, 1 malformed)" in lines
+    )
+    assert (
+        f"nutchy crawl: inject: malformed line {seeds}:2: no scheme (an absolute URL such as"
+        " 'http://host/' is needed): 'www.nope.com'"
+    ) in lines

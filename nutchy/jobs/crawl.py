@@ -29,7 +29,7 @@ from nutchy.exceptions import StoreError
 from nutchy.jobs._cycle import finish_batch, update_config
 from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
-from nutchy.jobs.inject import InjectOptions, inject
+from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
 from nutchy.store import open_table
 
@@ -102,7 +102,7 @@ def crawl(
         if seeds:
             result = inject(table, seeds, InjectOptions.from_settings(settings), now=_now())
             report.injected = result.injected
-            log(f"inject: {result.injected} URLs injected")
+            _log_inject(result, log)
         generate_options = GenerateOptions.from_settings(
             settings, top_n=top_n, num_fetchers=num_fetchers
         )
@@ -203,6 +203,32 @@ def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadA
     except StoreError as exc:  # an optimization: the crawl goes on without it
         logger.warning("Could not read batch %s ahead of updatedb: %s", batch_id, exc)
         return None
+
+
+def _log_inject(result: InjectResult, log: Callable[[str], None]) -> None:
+    """What inject did with the seeds, as ``nutchy inject`` says it, in fewer lines."""
+    others = [
+        f"{count} {label}"
+        for label, count in (
+            ("already known", result.known),
+            ("overwritten", result.overwritten),
+            ("updated", result.updated),
+            ("duplicates", result.duplicates),
+            ("filtered", result.filtered),
+            ("malformed", result.malformed),
+        )
+        if count
+    ]
+    line = f"inject: {result.injected} URLs injected"
+    if others:
+        line += f" ({result.lines} lines read; {', '.join(others)})"
+    log(line)
+    for problem in result.unreadable:
+        log(f"inject: cannot read {problem}")
+    for malformed in result.malformed_lines:
+        log(f"inject: malformed line {malformed}")
+    if result.malformed > len(result.malformed_lines):
+        log(f"inject: … and {result.malformed - len(result.malformed_lines)} more malformed lines")
 
 
 def _by_hand(batch_id: str) -> str:
