@@ -399,16 +399,7 @@ def run_inject(
         name = table.name
     for problem in result.unreadable:
         print(f"nutchy inject: cannot read {problem}", file=err)
-    rows = [
-        ("lines read", result.lines),
-        ("injected", result.injected),
-        ("already known", result.known),
-        ("overwritten", result.overwritten),
-        ("updated", result.updated),
-        ("duplicates", result.duplicates),
-        ("filtered", result.filtered),
-        ("malformed", result.malformed),
-    ]
+    rows = [("lines read", result.lines), *result.outcomes()]
     if result.created_table:
         print(f"Created table {name}: it did not exist yet", file=out)
     print(f"Injected {result.injected} new URLs into table {name}", file=out)

@@ -207,18 +207,7 @@ def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadA
 
 def _log_inject(result: InjectResult, log: Callable[[str], None]) -> None:
     """What inject did with the seeds, as ``nutchy inject`` says it, in fewer lines."""
-    others = [
-        f"{count} {label}"
-        for label, count in (
-            ("already known", result.known),
-            ("overwritten", result.overwritten),
-            ("updated", result.updated),
-            ("duplicates", result.duplicates),
-            ("filtered", result.filtered),
-            ("malformed", result.malformed),
-        )
-        if count
-    ]
+    others = [f"{n} {label}" for label, n in result.outcomes() if n and label != "injected"]
     line = f"inject: {result.injected} URLs injected"
     if others:
         line += f" ({result.lines} lines read; {', '.join(others)})"

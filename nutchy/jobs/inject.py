@@ -130,6 +130,18 @@ class InjectResult:
     malformed_lines: list[MalformedLine] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
 
+    def outcomes(self) -> list[tuple[str, int]]:
+        """How many seed lines ended each way, by the name reports give it."""
+        return [
+            ("injected", self.injected),
+            ("already known", self.known),
+            ("overwritten", self.overwritten),
+            ("updated", self.updated),
+            ("duplicates", self.duplicates),
+            ("filtered", self.filtered),
+            ("malformed", self.malformed),
+        ]
+
     @property
     def written(self) -> int:
         """Rows written: injected, overwritten and updated."""
