@@ -1158,18 +1158,7 @@ class NutchScheduler:
         if not complete and (self._updates or job.partition is None):
             # (a partition fetched without the updatedb pipeline, as nutchy crawl -numFetchers
             # does, is the part that was asked for: nothing to say)
-            why = (
-                f"partition {job.partition}/{job.partitions}"
-                if job.partition is not None
-                else "the crawl is closing"
-                if self._closing
-                else self._stop_reason
-            )
-            logger.info(
-                "Batch %(batch)s was not fetched whole (%(why)s): run nutchy updatedb %(batch)s"
-                " once the rest is fetched",
-                {"batch": job.batch_id, "why": why},
-            )
+            self._not_whole(job)
         if complete and reason == "finished" and job.generates and await self._generate_next():
             self._phase = "fetching"
             if self._starved:
@@ -1178,6 +1167,21 @@ class NutchScheduler:
         self._phase = "done"
         if self._close_spider is not None:
             self._close_spider(reason)
+
+    def _not_whole(self, job: FetchJob) -> None:
+        """Say that *job*'s batch was not fetched whole, and what updates it."""
+        why = (
+            f"partition {job.partition}/{job.partitions}"
+            if job.partition is not None
+            else "the crawl is closing"
+            if self._closing
+            else self._stop_reason
+        )
+        logger.info(
+            "Batch %(batch)s was not fetched whole (%(why)s): run nutchy updatedb %(batch)s"
+            " once the rest is fetched",
+            {"batch": job.batch_id, "why": why},
+        )
 
     def _wrap_up_failed(self, failure: Failure) -> None:
         logger.error(
@@ -1235,6 +1239,13 @@ class NutchScheduler:
             await maybe_deferred_to_future(self._wrap_up_call)
         await self._write_pending()
         await run_in_thread(table.close)
+        job = self.job
+        if (
+            self._phase == "fetching"
+            and job is not None
+            and (self._updates or job.partition is None)
+        ):
+            self._not_whole(job)  # closed before the batch ended (a signal): no wrap-up said it
         self._log_summary(reason)
 
     def _log_summary(self, reason: str) -> None:

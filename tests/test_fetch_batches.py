@@ -183,3 +183,21 @@ def test_a_write_that_fails_stops_the_fetch(tmp_path):
     # at one page every 0.2 s, the outcomes of pages 1-5 go in one write (flush size 5) and the
     # next write fails: a few pages more were asked, not the 30
     assert 5 <= len(pages) <= 12, pages
+
+
+def test_a_fetch_stopped_by_a_signal_says_what_updates_its_batch(store, tmp_path):
+    with Site((H2,)) as site:
+        urls = [site.url(H2, f"/page/{i:02d}") for i in range(20)]
+        prepare_batch(store, urls)
+        project = FetchProject(tmp_path, store, NUTCH_FETCHER_SERVER_DELAY=0.3)
+        process = project.start()
+        while sum(p != "/robots.txt" for p in site.paths(H2)) < 2:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        _, log = process.communicate(timeout=60)
+    assert "Received SIGTERM, shutting down gracefully" in log
+    assert (
+        "Batch b1 was not fetched whole (the crawl is closing): run nutchy updatedb b1 once the"
+        " rest is fetched"
+    ) in log
+    assert "the rest is left for -a resume=true" in log
