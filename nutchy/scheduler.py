@@ -1155,9 +1155,7 @@ class NutchScheduler:
             )
             if any(isinstance(result, BaseException) for _, result in results):
                 reason = "nutch_update_failed"
-        if not complete and (self._updates or job.partition is None):
-            # (a partition fetched without the updatedb pipeline, as nutchy crawl -numFetchers
-            # does, is the part that was asked for: nothing to say)
+        if not complete:
             self._not_whole(job)
         if complete and reason == "finished" and job.generates and await self._generate_next():
             self._phase = "fetching"
@@ -1170,6 +1168,10 @@ class NutchScheduler:
 
     def _not_whole(self, job: FetchJob) -> None:
         """Say that *job*'s batch was not fetched whole, and what updates it."""
+        if not self._updates and job.partition is not None:
+            # a partition fetched without the updatedb pipeline, as nutchy crawl -numFetchers
+            # does, is the part that was asked for: nothing to say
+            return
         why = (
             f"partition {job.partition}/{job.partitions}"
             if job.partition is not None
@@ -1239,13 +1241,8 @@ class NutchScheduler:
             await maybe_deferred_to_future(self._wrap_up_call)
         await self._write_pending()
         await run_in_thread(table.close)
-        job = self.job
-        if (
-            self._phase == "fetching"
-            and job is not None
-            and (self._updates or job.partition is None)
-        ):
-            self._not_whole(job)  # closed before the batch ended (a signal): no wrap-up said it
+        if self._phase == "fetching" and self.job is not None:
+            self._not_whole(self.job)  # closed before the batch ended (a signal): no wrap-up did
         self._log_summary(reason)
 
     def _log_summary(self, reason: str) -> None:
