@@ -5,6 +5,9 @@ talking through real happybase, over real Thrift sockets, to the HBase Thrift1 t
 on 127.0.0.1 for the session (``nutchy.testing.hbase_server``). When ``NUTCHY_TEST_HBASE_HOST``
 (and optionally ``NUTCHY_TEST_HBASE_PORT``) names a real HBase Thrift server, the HBase runs go
 there instead, each test in a table with its own crawl id.
+
+The session's test server closes connections idle for ``NUTCHY_TEST_HBASE_IDLE_TIMEOUT`` seconds
+(HBase's 60 by default), so that the suite meets the dead sockets a real Thrift server leaves.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ def hbase_server():
         return
     from nutchy.testing.hbase_server import HBaseThriftServer
 
-    server = HBaseThriftServer()
+    server = HBaseThriftServer(
+        idle_timeout=float(os.environ.get("NUTCHY_TEST_HBASE_IDLE_TIMEOUT", "60"))
+    )
     server.start()
     try:
         yield server

@@ -155,6 +155,124 @@ def test_constructor_rejects_unknown_transport_and_protocol() -> None:
         HBaseThriftServer(transport="http")
     with pytest.raises(ValueError, match="protocol"):
         HBaseThriftServer(protocol="json")
+    with pytest.raises(ValueError, match="idle_timeout"):
+        HBaseThriftServer(idle_timeout=0)
+    with pytest.raises(ValueError, match="max_frame_size"):
+        HBaseThriftServer(max_frame_size=0)
+
+
+def test_defaults_are_hbases() -> None:
+    # hbase.thrift.server.socket.read.timeout = 60000 ms;
+    # hbase.regionserver.thrift.framed.max_frame_size_in_mb = 2
+    server = HBaseThriftServer()
+    assert server.idle_timeout == 60
+    assert server.max_frame_size == 2 * 1024 * 1024
+
+
+# -- the Thrift server's limits: idle connections and frame sizes -------------------------------
+
+
+@pytest.mark.parametrize(("transport", "protocol"), [("buffered", "binary"), ("framed", "compact")])
+def test_an_idle_connection_is_closed_by_the_server(transport: str, protocol: str) -> None:
+    # As HBase's thread-pool server does after hbase.thrift.server.socket.read.timeout: the
+    # client learns it only on its next call, from a dead socket.
+    with HBaseThriftServer(transport=transport, protocol=protocol, idle_timeout=0.3) as server:
+        busy = happybase.Connection(
+            "127.0.0.1", server.port, transport=transport, protocol=protocol
+        )
+        idle = happybase.Connection(
+            "127.0.0.1", server.port, transport=transport, protocol=protocol
+        )
+        try:
+            busy.create_table("t", {"f": {}})
+            assert idle.tables() == [b"t"]
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:  # a connection in use is never idle
+                busy.table("t").put(b"r", {b"f:a": b"v"})
+                time.sleep(0.05)
+            with pytest.raises((TTransportException, OSError)):
+                idle.tables()
+            assert busy.tables() == [b"t"]
+            assert server.connection_counts["closed_idle"] == 1
+
+            fresh = happybase.Connection(
+                "127.0.0.1", server.port, transport=transport, protocol=protocol
+            )
+            try:
+                assert fresh.table("t").row(b"r") == {b"f:a": b"v"}
+            finally:
+                fresh.close()
+        finally:
+            busy.close()
+            idle.close()
+
+
+def test_idle_timeout_none_keeps_connections() -> None:
+    with HBaseThriftServer(idle_timeout=None) as server:
+        connection = happybase.Connection("127.0.0.1", server.port)
+        try:
+            assert connection.tables() == []
+            time.sleep(0.4)
+            assert connection.tables() == []
+            assert server.connection_counts["closed_idle"] == 0
+        finally:
+            connection.close()
+
+
+@pytest.mark.parametrize("protocol", ["binary", "compact"])
+def test_framed_transport_closes_the_connection_on_a_frame_over_the_limit(protocol: str) -> None:
+    limit = 64 * 1024
+    with HBaseThriftServer(transport="framed", protocol=protocol, max_frame_size=limit) as server:
+
+        def connect() -> happybase.Connection:
+            return happybase.Connection(
+                "127.0.0.1", server.port, transport="framed", protocol=protocol
+            )
+
+        connection = connect()
+        try:
+            connection.create_table("t", {"f": {}})
+            table = connection.table("t")
+            table.put(b"small", {b"f:v": b"x" * (limit - 1024)})  # a frame just under the limit
+            with pytest.raises((TTransportException, OSError)):
+                table.put(b"big", {b"f:v": b"x" * limit})  # over it by the call's own bytes
+        finally:
+            connection.close()
+        assert server.connection_counts["closed_frame_too_large"] == 1
+        assert server.cells("t", "big") == {}  # nothing of the refused frame was applied
+        again = connect()
+        try:
+            assert again.table("t").row(b"small") == {b"f:v": b"x" * (limit - 1024)}
+            with again.table("t").batch(batch_size=6) as batch:  # 6 rows of 8 KiB a frame
+                for i in range(30):
+                    batch.put(b"row%02d" % i, {b"f:v": b"y" * 8192})
+            assert len(list(again.table("t").scan(row_prefix=b"row"))) == 30
+        finally:
+            again.close()
+
+
+def test_the_default_frame_limit_is_2_mib() -> None:
+    with HBaseThriftServer(transport="framed") as server:
+        connection = happybase.Connection("127.0.0.1", server.port, transport="framed")
+        try:
+            connection.create_table("t", {"f": {}})
+            connection.table("t").put(b"r", {b"f:v": b"x" * (2 * 1024 * 1024 - 200)})
+            with pytest.raises((TTransportException, OSError)):
+                connection.table("t").put(b"r", {b"f:v": b"x" * (2 * 1024 * 1024)})
+        finally:
+            connection.close()
+        assert server.connection_counts["closed_frame_too_large"] == 1
+
+
+def test_the_buffered_transport_has_no_frame_limit() -> None:
+    with HBaseThriftServer(max_frame_size=1024) as server:
+        connection = happybase.Connection("127.0.0.1", server.port)
+        try:
+            connection.create_table("t", {"f": {}})
+            connection.table("t").put(b"r", {b"f:v": b"x" * 100_000})
+            assert connection.table("t").row(b"r") == {b"f:v": b"x" * 100_000}
+        finally:
+            connection.close()
 
 
 # -- row keys and scans -------------------------------------------------------------------------

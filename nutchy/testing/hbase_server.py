@@ -21,10 +21,16 @@ otherwise, and anything outside the implemented subset fails loudly instead of b
 ...     connection.close()
 {b'f:st': b'2'}
 
+It also has the limits of HBase's Thrift server that a client meets in production: a connection
+idle for 60 seconds (``hbase.thrift.server.socket.read.timeout``) is closed, and the framed
+transport closes the connection on a frame over 2 MiB
+(``hbase.regionserver.thrift.framed.max_frame_size_in_mb``). Both are constructor arguments.
+
 Tests can look behind the wire with :meth:`HBaseThriftServer.cells` (the stored versions of a
 row), :attr:`HBaseThriftServer.call_counts` and :attr:`HBaseThriftServer.rows_shipped` (to prove
-that a filter ran on the server), and :meth:`HBaseThriftServer.split_table` (to get several
-regions). Benchmarks run it in its own process::
+that a filter ran on the server), :attr:`HBaseThriftServer.connection_counts` (connections the
+server closed), and :meth:`HBaseThriftServer.split_table` (to get several regions). Benchmarks
+run it in its own process::
 
     python -m nutchy.testing.hbase_server --port 9090 --transport buffered --protocol binary
 
@@ -77,7 +83,6 @@ from thriftpy2.thrift import TApplicationException, TProcessor
 from thriftpy2.transport import (
     TBufferedTransportFactory,
     TFramedTransportFactory,
-    TSocket,
     TTransportException,
 )
 
@@ -86,7 +91,14 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
-__all__ = ["LATEST_TIMESTAMP", "HBaseThriftServer", "Hbase_thrift", "main"]
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "LATEST_TIMESTAMP",
+    "HBaseThriftServer",
+    "Hbase_thrift",
+    "main",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +117,13 @@ _MAX_INTERNED_COLUMNS = 1 << 16
 _CALL_LOG_SIZE = 100_000
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
+
+#: HBase's ``hbase.thrift.server.socket.read.timeout`` (60,000 ms): how long the thread-pool
+#: Thrift server waits for a client's next bytes before it closes the connection.
+DEFAULT_IDLE_TIMEOUT = 60.0
+#: HBase's ``hbase.regionserver.thrift.framed.max_frame_size_in_mb`` (2), in bytes: the largest
+#: frame its framed transport reads; a larger one makes it close the connection.
+DEFAULT_MAX_FRAME_SIZE = 2 * 1024 * 1024
 
 _TRANSPORTS = {"buffered": TBufferedTransportFactory, "framed": TFramedTransportFactory}
 _PROTOCOLS = {"binary": TBinaryProtocolFactory, "compact": TCompactProtocolFactory}
@@ -1695,13 +1714,105 @@ def _as_bytes(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
+class _FrameTooLarge(TTransportException):
+    """A client sent a frame larger than the server's limit (or a negative frame size)."""
+
+
+class _ClientSocket:
+    """The server's end of one connection, as thriftpy2's transports read and write it.
+
+    It takes the place of thriftpy2's ``TSocket`` to behave as HBase's thread-pool server does:
+
+    - A read that waits longer than the socket's timeout (the server's *idle_timeout*) raises
+      ``TimeoutError`` and the connection is closed, as Java's ``SO_TIMEOUT`` (which HBase sets
+      from ``hbase.thrift.server.socket.read.timeout``) makes a blocked read fail. Writes are not
+      timed, as in Java.
+    - With *max_frame_size*, the stream is followed frame by frame (a 4-byte big-endian size, then
+      that many bytes), and a frame header announcing more than the limit raises
+      :class:`_FrameTooLarge` before the body is read, as Thrift's ``TFramedTransport.readFrame``
+      does; the connection is then closed with the rest of the frame unread.
+
+    It also counts the bytes read and written, for :meth:`HBaseThriftServer.stats`.
+    """
+
+    def __init__(self, sock: socket.socket, max_frame_size: int | None) -> None:
+        self.sock = sock
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self._max_frame_size = max_frame_size
+        self._frame_left = 0  # body bytes of the current frame not yet read
+        self._header = b""  # the part of the next frame's size read so far
+
+    def is_open(self) -> bool:
+        return True
+
+    def read(self, size: int) -> bytes:
+        data = self.sock.recv(size)
+        if not data:
+            raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
+        self.bytes_read += len(data)
+        if self._max_frame_size is not None:
+            self._follow_frames(data)
+        return data
+
+    def _follow_frames(self, data: bytes) -> None:
+        position, end = 0, len(data)
+        while position < end:
+            if self._frame_left:
+                step = min(self._frame_left, end - position)
+                self._frame_left -= step
+                position += step
+                continue
+            missing = 4 - len(self._header)
+            self._header += data[position : position + missing]
+            position += missing
+            if len(self._header) < 4:
+                return
+            size = int.from_bytes(self._header, "big", signed=True)
+            self._header = b""
+            if size < 0:
+                raise _FrameTooLarge(message=f"Read a negative frame size ({size})!")
+            assert self._max_frame_size is not None
+            if size > self._max_frame_size:
+                raise _FrameTooLarge(
+                    message=f"Frame size ({size}) larger than max length ({self._max_frame_size})!"
+                )
+            self._frame_left = size
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except TimeoutError:
+                continue  # the client is slow to read its answer; Java does not time writes
+            view = view[sent:]
+        self.bytes_written += len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
 class HBaseThriftServer:
     """An HBase Thrift1 server over in-memory tables, for happybase clients in tests.
 
     *host* and *port* are where it listens; with *port* ``0`` the system picks a free port, and
     :attr:`port` holds it once :meth:`start` returns. *transport* (``"buffered"`` or
     ``"framed"``) and *protocol* (``"binary"`` or ``"compact"``) must match what the clients
-    pass to :class:`happybase.Connection`.
+    pass to :class:`happybase.Connection`; they are the four combinations ``hbase thrift start``
+    offers (``-framed``, ``-compact``).
+
+    *idle_timeout* is how many seconds a connection may wait between two reads before the
+    server closes it (HBase's ``hbase.thrift.server.socket.read.timeout``, 60 s by default;
+    ``None`` never closes). A client then finds a dead socket on its next call, as it would on
+    HBase. *max_frame_size* is the largest frame, in bytes, the framed transport reads (HBase's
+    ``hbase.regionserver.thrift.framed.max_frame_size_in_mb``, 2 MiB by default); a larger frame
+    makes the server close the connection. The buffered transport has no such limit, as in HBase.
 
     :meth:`start` returns once the socket listens; connections are then served in daemon
     threads, one per connection, and :meth:`stop` closes the listening socket and every open
@@ -1714,15 +1825,24 @@ class HBaseThriftServer:
         port: int = 0,
         transport: str = "buffered",
         protocol: str = "binary",
+        *,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
         if transport not in _TRANSPORTS:
             raise ValueError(f"transport must be one of {sorted(_TRANSPORTS)}, got {transport!r}")
         if protocol not in _PROTOCOLS:
             raise ValueError(f"protocol must be one of {sorted(_PROTOCOLS)}, got {protocol!r}")
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be positive or None, got {idle_timeout!r}")
+        if max_frame_size < 1:
+            raise ValueError(f"max_frame_size must be positive, got {max_frame_size!r}")
         self.host = host
         self.port = port
         self.transport = transport
         self.protocol = protocol
+        self.idle_timeout = idle_timeout
+        self.max_frame_size = max_frame_size
         self._handler = _HBaseHandler()
         self._processor = TProcessor(Hbase_thrift.Hbase, _Dispatcher(self._handler))
         self._transport_factory: Any = _TRANSPORTS[transport]()
@@ -1733,6 +1853,7 @@ class HBaseThriftServer:
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._connections_lock = threading.Lock()
         self._stopping = False
+        self._connection_counts: collections.Counter[str] = collections.Counter()
 
     def __repr__(self) -> str:
         state = "listening" if self._listener is not None else "stopped"
@@ -1812,6 +1933,7 @@ class HBaseThriftServer:
                 except OSError:  # e.g. the client gave up before we accepted
                     continue
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn.settimeout(self.idle_timeout)
                 with self._connections_lock:
                     if self._stopping:
                         conn.close()
@@ -1823,15 +1945,23 @@ class HBaseThriftServer:
                         daemon=True,
                     )
                     self._connections[conn] = thread
+                    self._connection_counts["opened"] += 1
                 thread.start()
 
     def _serve_connection(self, conn: socket.socket) -> None:
-        client = TSocket(sock=conn)  # type: ignore[no-untyped-call]
+        framed = self.transport == "framed"
+        client = _ClientSocket(conn, self.max_frame_size if framed else None)
         transport = self._transport_factory.get_transport(client)
         protocol = self._protocol_factory.get_protocol(transport)
+        closed_by = None
         try:
             while True:
                 self._processor.process(protocol, protocol)
+        except TimeoutError:
+            closed_by = "idle"
+        except _FrameTooLarge as e:
+            closed_by = "frame_too_large"
+            logger.info("HBaseThriftServer closed a connection: %s", e.message)
         except (TTransportException, OSError):
             pass  # the client went away, or stop() shut the connection down
         except Exception:
@@ -1839,6 +1969,8 @@ class HBaseThriftServer:
         finally:
             with self._connections_lock:
                 self._connections.pop(conn, None)
+                if closed_by is not None:
+                    self._connection_counts[f"closed_{closed_by}"] += 1
             transport.close()
 
     # -- test helpers ------------------------------------------------------------------------
@@ -1861,15 +1993,28 @@ class HBaseThriftServer:
         with self._handler.lock:
             return self._handler.rows_shipped
 
+    @property
+    def connection_counts(self) -> collections.Counter[str]:
+        """How many connections were ``"opened"``, and how many the server closed because they
+        were idle too long (``"closed_idle"``) or sent a frame over the limit
+        (``"closed_frame_too_large"``); a copy."""
+        with self._connections_lock:
+            return collections.Counter(self._connection_counts)
+
     def reset_stats(self) -> None:
-        """Zero :attr:`call_counts`, :attr:`call_log` and :attr:`rows_shipped`."""
+        """Zero :attr:`call_counts`, :attr:`call_log`, :attr:`rows_shipped` and
+        :attr:`connection_counts`."""
         with self._handler.lock:
             self._handler.reset_stats()
+        with self._connections_lock:
+            self._connection_counts.clear()
 
     def reset(self) -> None:
         """Drop every table and open scanner, and zero the statistics."""
         with self._handler.lock:
             self._handler.reset()
+        with self._connections_lock:
+            self._connection_counts.clear()
 
     def split_table(self, name: bytes | str, split_keys: Sequence[bytes | str]) -> None:
         """Split table *name* at *split_keys*, so that ``getTableRegions`` reports
@@ -1912,6 +2057,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9090, help="0 picks a free port")
     parser.add_argument("--transport", choices=sorted(_TRANSPORTS), default="buffered")
     parser.add_argument("--protocol", choices=sorted(_PROTOCOLS), default="binary")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection idle this long, as HBase does after 60 s; 0 never closes",
+    )
+    parser.add_argument(
+        "--max-frame-size",
+        type=int,
+        default=DEFAULT_MAX_FRAME_SIZE,
+        metavar="BYTES",
+        help="the largest frame the framed transport reads (HBase: 2 MiB)",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
@@ -1925,7 +2084,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    server = HBaseThriftServer(args.host, args.port, args.transport, args.protocol)
+    server = HBaseThriftServer(
+        args.host,
+        args.port,
+        args.transport,
+        args.protocol,
+        idle_timeout=args.idle_timeout or None,
+        max_frame_size=args.max_frame_size,
+    )
     try:
         server.start()
         print(f"listening on {server.host}:{server.port}", flush=True)
