@@ -34,7 +34,7 @@ run it in its own process::
 
     python -m nutchy.testing.hbase_server --port 9090 --transport buffered --protocol binary
 
-Where this server deliberately differs from HBase:
+Where this server deliberately differs from HBase (docs/testing.md lists every difference):
 
 - The filter language is a subset: ``SingleColumnValueFilter``, ``PrefixFilter``, ``RowFilter``,
   ``KeyOnlyFilter`` and ``FirstKeyOnlyFilter``, with the ``binary:`` and ``binaryprefix:``
@@ -55,6 +55,9 @@ Where this server deliberately differs from HBase:
   ``hbase:meta``) answer ``TApplicationException(UNKNOWN_METHOD)``.
 - Regions exist only in ``getTableRegions``; scanners never expire; attributes, ``writeToWAL``,
   caching and block-cache settings are accepted and ignored.
+- Every call runs under one lock: a multi-row ``mutateRows`` is seen whole or not at all, and a
+  scanner page is computed in one go, however sparse the rows its filter keeps.
+- The idle timeout applies to every transport; HBase sets it on its thread-pool server only.
 """
 
 from __future__ import annotations
