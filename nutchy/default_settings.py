@@ -161,6 +161,10 @@ NUTCH_GORA_BUFFER_READ_LIMIT = 1000
 # Row updates buffered before they are written in one batch.
 NUTCH_GORA_BUFFER_WRITE_LIMIT = 1000
 
+# (nutchy only) Bytes of cells the HBase store sends in one mutateRows call at most (a row larger
+# than that goes alone): well under the 2 MB frames a framed Thrift server accepts by default.
+NUTCH_HBASE_BATCH_BYTES = 1048576
+
 # (nutchy only) HBase Thrift1 server of the HBase store.
 NUTCH_HBASE_HOST = "localhost"
 

@@ -3,7 +3,10 @@ and clear failures when the server is away."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
+import threading
 import time
 
 import happybase
@@ -12,7 +15,7 @@ import pytest
 from nutchy.config import load_settings
 from nutchy.core.status import ProtocolStatus
 from nutchy.core.webpage import WebPage
-from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
+from nutchy.exceptions import ConfigError, StoreError, StoreUnavailable, TableMissing
 from nutchy.store import open_store
 from nutchy.store.base import Scan
 from nutchy.store.hbase import LOCK_COLUMN, HBaseStore
@@ -252,3 +255,299 @@ def test_a_row_locked_by_a_live_writer_waits_then_fails_naming_it(hbase_address)
         conn.close()
         store.drop()
         store.close()
+
+
+# --- a real Thrift server's limits -----------------------------------------------------------
+
+
+def _server_connections(server: HBaseThriftServer, expected: int) -> int:
+    """How many connections the server holds open, once that is *expected* or after 2 s (the
+    server's threads notice a closed connection soon, not at once)."""
+    deadline = time.monotonic() + 2
+    while True:
+        with server._connections_lock:
+            count = len(server._connections)
+        if count == expected or time.monotonic() > deadline:
+            return count
+        time.sleep(0.01)
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the test server that can cut a connection the moment the client
+    sends a given Thrift call, before the server sees it: a network failure in mid-call."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.method: bytes | None = None
+        self.spare = 0
+        self.times: int | None = 0
+        self.cuts = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self, method: bytes, *, spare: int = 0, times: int | None = 1) -> None:
+        """Cut the connection of the next *times* calls of *method* (``None``: all of them),
+        after letting *spare* of them through."""
+        with self._lock:
+            self.method, self.spare, self.times, self.cuts = method, spare, times, 0
+
+    def heal(self) -> None:
+        with self._lock:
+            self.method = None
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _cuts(self, data: bytes) -> bool:
+        with self._lock:
+            if self.method is None:
+                return False
+            # A binary-protocol call starts with its name, after the name's 4-byte length.
+            if len(self.method).to_bytes(4, "big") + self.method not in data:
+                return False
+            if self.spare:
+                self.spare -= 1
+                return False
+            if self.times is not None and self.cuts >= self.times:
+                return False
+            self.cuts += 1
+            return True
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                if from_client and self._cuts(data):
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+@pytest.fixture
+def proxied(fake_hbase):
+    """An HBase store that reaches the session's test server through a :class:`CuttingProxy`."""
+    proxy = CuttingProxy(fake_hbase.port)
+    store = HBaseStore("127.0.0.1", proxy.port, crawl_id=f"cut{os.getpid()}", timeout=3000)
+    store.create()
+    yield store, proxy
+    proxy.heal()
+    store.drop()
+    store.close()
+    proxy.close()
+
+
+def test_close_closes_every_connection_of_the_pool():
+    with HBaseThriftServer() as server:
+        store = HBaseStore("127.0.0.1", server.port, crawl_id="pool", pool_size=4)
+        store.create()
+        together = threading.Barrier(4, timeout=5)
+
+        def use_one() -> None:
+            store._call(lambda conn: together.wait() or conn.client.getTableNames())
+
+        threads = [threading.Thread(target=use_one) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert _server_connections(server, 4) == 4
+        store.close()
+        assert _server_connections(server, 0) == 0
+        assert store.exists()  # a closed store connects again when used
+
+
+def test_connections_the_server_closed_while_idle_are_replaced_before_use():
+    # HBase's Thrift server closes a connection after 60 s without a request; here after 0.3 s.
+    with HBaseThriftServer(idle_timeout=0.3) as server:
+        store = HBaseStore("127.0.0.1", server.port, crawl_id="idle", pool_size=2)
+        store.create()
+        store.write([RowUpdate(b"a", {b"s:s": (1).to_bytes(8, "big")})])
+        deadline = time.monotonic() + 5
+        while server.connection_counts["closed_idle"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.connection_counts["closed_idle"] >= 1
+        server.reset_stats()
+        # A call that is never sent twice (checkAndPut, in modify's row lock) goes through too:
+        # the dead connection is noticed before anything is sent on it.
+        assert store.modify([b"a"], [b"s:s"], _plus_one) == 1
+        assert int.from_bytes(store.get(b"a")[b"s:s"], "big") == 2
+        assert server.connection_counts["opened"] == 1
+        store.drop()
+        store.close()
+
+
+def test_reads_and_writes_are_sent_again_on_a_new_connection_after_a_cut(proxied, fake_hbase):
+    store, proxy = proxied
+    store.write([RowUpdate(b"a", {b"f:st": b"\x00\x00\x00\x01"})])
+    for method, call in (
+        (b"mutateRowsTs", lambda: store.write([RowUpdate(b"b", {b"f:st": b"\x00\x00\x00\x02"})])),
+        (b"getRowWithColumns", lambda: store.get(b"a")),
+        (b"getRowsWithColumns", lambda: store.get_many([b"a", b"b"])),
+        (b"scannerOpenWithScan", lambda: list(store.scan())),
+        (b"getTableRegions", lambda: store.splits()),
+        (b"getTableNames", lambda: store.exists()),
+    ):
+        proxy.cut(method)
+        call()
+        assert proxy.cuts == 1, method
+    proxy.heal()
+    assert store.get_many([b"a", b"b"]) == {
+        b"a": {b"f:st": b"\x00\x00\x00\x01"},
+        b"b": {b"f:st": b"\x00\x00\x00\x02"},
+    }
+
+
+def test_a_cut_that_persists_fails_as_unavailable_after_one_more_try(proxied):
+    store, proxy = proxied
+    proxy.cut(b"mutateRowsTs", times=None)
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{proxy.port} failed: TTransport"):
+        store.write([RowUpdate(b"b", {b"f:st": b"\x00\x00\x00\x02"})])
+    assert proxy.cuts == 2  # the first try and one more, no third
+
+
+def test_a_call_that_must_not_be_sent_twice_is_not(proxied, fake_hbase):
+    _, proxy = proxied
+    # createTable is not idempotent (the second would answer AlreadyExists): one try only.
+    other = HBaseStore("127.0.0.1", proxy.port, crawl_id=f"cut{os.getpid()}b", timeout=3000)
+    try:
+        proxy.cut(b"createTable")
+        with pytest.raises(StoreUnavailable):
+            other.create()
+        assert proxy.cuts == 1
+        proxy.heal()
+        assert not other.exists()
+    finally:
+        other.close()
+
+
+def _mutate_calls(server: HBaseThriftServer) -> int:
+    return server.call_counts["mutateRowsTs"] + server.call_counts["mutateRows"]
+
+
+def test_write_batches_are_bounded_by_bytes_as_well_as_rows(hbase_address, fake_hbase):
+    host, port = hbase_address
+    with HBaseStore(host, port, crawl_id="bytes", batch_size=1000, batch_bytes=100_000) as store:
+        store.create()
+        try:
+            body = b"x" * 30_000
+            fake_hbase.reset_stats()
+            store.write([RowUpdate(b"r%02d" % i, {b"f:cnt": body}) for i in range(10)])
+            assert _mutate_calls(fake_hbase) == 4  # 3 rows of ~30 KB per call, then the last
+            fake_hbase.reset_stats()
+            store.write([RowUpdate(b"big", {b"f:cnt": b"y" * 250_000})])  # alone, still written
+            assert _mutate_calls(fake_hbase) == 1
+            fake_hbase.reset_stats()
+            store.write(
+                [RowUpdate(b"s%04d" % i, {b"f:st": b"\x00\x00\x00\x01"}) for i in range(2500)]
+            )
+            assert _mutate_calls(fake_hbase) == 3  # small rows: 1000 per call
+            assert len(store.get_many([b"r%02d" % i for i in range(10)] + [b"big"])) == 11
+            assert len(list(store.scan(Scan(prefix=b"s")))) == 2500
+        finally:
+            store.drop()
+
+
+@pytest.mark.parametrize("protocol", ["binary", "compact"])
+def test_a_framed_server_with_hbases_2_mb_frames_takes_a_fetchs_flush(protocol):
+    # 100 pages of 64 KiB (one flush of the fetcher) is 6.6 MB: over the frame limit in one call.
+    with HBaseThriftServer(transport="framed", protocol=protocol) as server:
+        settings = load_settings(
+            {
+                "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+                "NUTCH_HBASE_HOST": "127.0.0.1",
+                "NUTCH_HBASE_PORT": server.port,
+                "NUTCH_HBASE_TRANSPORT": "framed",
+                "NUTCH_HBASE_PROTOCOL": protocol,
+            },
+            project=False,
+        )
+        with open_store(settings) as store:
+            assert (store.transport, store.protocol) == ("framed", protocol)
+            store.create()
+            pages = [
+                RowUpdate(b"com.example:http/%03d" % i, {b"f:cnt": os.urandom(65536)})
+                for i in range(100)
+            ]
+            store.write(pages)
+            assert server.connection_counts["closed_frame_too_large"] == 0
+            got = store.get_many([page.key for page in pages])
+            assert all(got[page.key] == page.puts for page in pages)
+
+
+def test_a_family_is_refilled_before_it_is_emptied(proxied, fake_hbase):
+    store, proxy = proxied
+    store.write([RowUpdate(b"a", {b"ol:x": b"1", b"ol:y": b"2", b"f:st": b"s"})])
+    replace = build_update(b"a", {"status": 3}, replace={"outlinks": {"z": "3"}})
+    fake_hbase.reset_stats()
+    proxy.cut(b"mutateRowsTs", spare=1, times=None)  # the first call goes, the next ones fail
+    with pytest.raises(StoreUnavailable):
+        store.write([replace])
+    proxy.heal()
+    # The new cells are in, the old ones not yet gone: extra entries, never a row without `ol`.
+    assert store.get(b"a", [b"ol"]) == {b"ol:x": b"1", b"ol:y": b"2", b"ol:z": b"3"}
+    store.write([replace])  # done again, it leaves exactly the new content
+    assert store.get(b"a") == {b"ol:z": b"3", b"f:st": b"\x00\x00\x00\x03"}
+
+
+def test_a_write_replacing_families_takes_two_calls_per_batch(hstore, fake_hbase):
+    updates = [
+        build_update(b"k%03d" % i, {"status": 2}, replace={"outlinks": {f"t{i}": "a"}})
+        for i in range(1500)
+    ]
+    fake_hbase.reset_stats()
+    hstore.write(updates)
+    # Per batch of 1000 rows: the cells at ts, then the family deletes at ts - 1.
+    assert fake_hbase.call_log == ["mutateRowsTs"] * 4
+    assert hstore.get(b"k007", [b"ol"]) == {b"ol:t7": b"a"}
+
+
+def test_splits_of_a_missing_table_say_so(hbase_address):
+    with (
+        HBaseStore(*hbase_address, crawl_id="nosplits") as store,
+        pytest.raises(TableMissing, match="nutchy storage init"),
+    ):
+        store.splits()
+
+
+def test_errors_are_told_apart_by_their_thrift_type_not_their_text(hstore):
+    # HBase's IOError for an unknown family; its text has "connect" in it, not a network error.
+    with pytest.raises(StoreError, match="NoSuchColumnFamily") as failed:
+        hstore.write([RowUpdate(b"k", {b"connect:x": b"1"})])
+    assert not isinstance(failed.value, StoreUnavailable)
+    # A filter the server refuses (IllegalArgument / TApplicationException): a StoreError.
+    with pytest.raises(StoreError) as refused:
+        hstore._call(lambda conn: list(conn.table("webpage").scan(filter=b"NoSuchFilter()")))
+    assert not isinstance(refused.value, (StoreUnavailable, TableMissing))
+    assert hstore.exists()  # the connection that carried the error is still good
+
+
+def test_transport_and_protocol_settings_must_be_known(hbase_address):
+    host, port = hbase_address
+    for name, value in (("NUTCH_HBASE_TRANSPORT", "http"), ("NUTCH_HBASE_PROTOCOL", "json")):
+        settings = load_settings(
+            {
+                "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+                "NUTCH_HBASE_HOST": host,
+                "NUTCH_HBASE_PORT": port,
+                name: value,
+            },
+            project=False,
+        )
+        with pytest.raises(ConfigError, match=f"{name} must be one of .*got '{value}'"):
+            open_store(settings)

@@ -17,6 +17,11 @@ __all__ = ["Scan", "Store", "WebTable", "open_store", "open_table"]
 EMBEDDED = "nutchy.store.embedded.EmbeddedStore"
 HBASE = "nutchy.store.hbase.HBaseStore"
 _ALIASES = {"org.apache.gora.hbase.store.HBaseStore": HBASE}
+#: The values happybase (and ``hbase thrift start``) know for the Thrift transport and protocol.
+_HBASE_CHOICES = {
+    "NUTCH_HBASE_TRANSPORT": ("buffered", "framed"),
+    "NUTCH_HBASE_PROTOCOL": ("binary", "compact"),
+}
 
 
 def table_name(settings: BaseSettings) -> str:
@@ -41,6 +46,17 @@ def open_store(settings: BaseSettings) -> Store:
     if backend == HBASE:
         from nutchy.store.hbase import HBaseStore
 
+        for name, known in _HBASE_CHOICES.items():
+            if settings.get(name) not in known:
+                raise ConfigError(
+                    f"{name} must be one of {', '.join(known)}, got {settings.get(name)!r}"
+                )
+        if settings.getint("NUTCH_HBASE_BATCH_BYTES") < 1:
+            raise ConfigError(
+                "NUTCH_HBASE_BATCH_BYTES must be > 0, got"
+                f" {settings.getint('NUTCH_HBASE_BATCH_BYTES')!r}"
+            )
+
         return HBaseStore(
             settings.get("NUTCH_HBASE_HOST"),
             settings.getint("NUTCH_HBASE_PORT"),
@@ -48,6 +64,7 @@ def open_store(settings: BaseSettings) -> Store:
             timeout=settings.getint("NUTCH_HBASE_TIMEOUT"),
             pool_size=settings.getint("NUTCH_HBASE_POOL_SIZE"),
             batch_size=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
+            batch_bytes=settings.getint("NUTCH_HBASE_BATCH_BYTES"),
             transport=settings.get("NUTCH_HBASE_TRANSPORT"),
             protocol=settings.get("NUTCH_HBASE_PROTOCOL"),
             lock_timeout=settings.getint("NUTCH_HBASE_LOCK_TIMEOUT"),

@@ -6,17 +6,31 @@ nutchy can work on the same table.
 
 How the contract maps onto HBase:
 
-- every call leases a connection from a ``happybase.ConnectionPool`` and gives it back before
-  returning; scans read one page per lease, so a slow consumer never holds a connection or a
-  server-side scanner;
+- every call leases a connection from the store's pool and gives it back before returning; scans
+  read one page per lease, so a slow consumer never holds a connection or a server-side scanner;
+- a connection the server closed while it sat in the pool (HBase's Thrift server closes one after
+  60 s without a request) is noticed before it is used and replaced. A call that fails on the
+  transport (a reset, a timeout, a closed socket) is sent once more on a new connection when sending
+  it twice does the same as once: reads, and writes and deletes with the explicit timestamps every
+  write of this store carries. ``checkAndPut`` and increments are never sent twice;
+- errors are told apart by their Thrift types: transport and socket errors are
+  :class:`~nutchy.exceptions.StoreUnavailable`, HBase's ``IOError`` for a
+  ``TableNotFoundException`` is :class:`~nutchy.exceptions.TableMissing`, anything else HBase
+  answers (``IOError``, ``IllegalArgument``, ``TApplicationException``) is
+  :class:`~nutchy.exceptions.StoreError`;
+- a write is cut into ``mutateRowsTs`` calls of at most *batch_size* rows and *batch_bytes* bytes
+  (a row larger than that goes alone), so no call outgrows the 2 MB frames a framed Thrift server
+  accepts;
 - the batch-marker condition is the server-side filter Nutch itself uses,
   ``SingleColumnValueFilter('mk','<marker>',=,'binary:<batch>',true,true)``; the due condition is
   ``SingleColumnValueFilter('f','ts',<=,'binary:<8-byte fetch time>',false,true)``, which lets rows
   without ``f:ts`` through, because a missing fetch time reads as 0 and is due. Big-endian longs of
   non-negative times compare correctly as unsigned bytes;
-- a family replacement is a family delete stamped one millisecond before the puts that refill it
-  (an HBase delete masks puts of the same timestamp, and ``mutateRows`` applies puts before
-  deletes), so the new cells always win and entries not written are gone;
+- a family replacement writes the new cells at the write's timestamp *ts* first, then deletes the
+  family at *ts - 1*: the delete masks every older cell and none of the new ones. Thrift1's
+  ``mutateRowsTs`` gives all its mutations one timestamp (and applies puts before deletes, so a
+  family delete in the same call would mask the new cells), hence two calls; a failure between them
+  leaves the old entries beside the new ones, never a row without the family;
 - :meth:`HBaseStore.splits` returns the table's regions, for region-parallel scans;
 - :meth:`HBaseStore.modify` locks each row with a ``checkAndPut`` on the nutchy-only cell
   ``mk:_nlk_`` (empty when free, the holder's token while held), reads, writes and unlocks it.
@@ -24,7 +38,7 @@ How the contract maps onto HBase:
   older than :attr:`HBaseStore.lock_lease` ms (its holder died) is taken over. The cell never
   appears in what the store returns.
 
-HBase applies each row's mutations atomically, not a whole :meth:`HBaseStore.write` call.
+HBase applies each row's mutations of one call atomically, not a whole :meth:`HBaseStore.write`.
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import secrets
 import socket
 import threading
@@ -45,8 +60,13 @@ from nutchy.store.schema import FAMILIES, FETCH_TIME_COLUMN, Cells, RowUpdate, c
 
 try:
     import happybase
-    from Hbase_thrift import Mutation  # type: ignore[import-not-found]  # made by happybase
+    from Hbase_thrift import (  # type: ignore[import-not-found]  # made by happybase
+        BatchMutation,
+        Mutation,
+    )
+    from Hbase_thrift import IOError as HBaseIOError
     from thriftpy2.thrift import TException
+    from thriftpy2.transport import TTransportException
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("nutchy's HBase store needs happybase: pip install 'nutchy[hbase]'") from exc
 
@@ -138,6 +158,121 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
+#: What a broken connection raises: the socket's errors, and thriftpy2's for a closed or short
+#: read. After one of these the connection's stream is in an unknown state and is thrown away.
+_TRANSPORT_ERRORS: Final = (TTransportException, OSError)
+
+
+def _table_not_found(exc: BaseException) -> bool:
+    """Whether *exc* is HBase's answer for a table that does not exist: an ``IOError`` whose
+    message is the Java ``TableNotFoundException`` (its stack trace, or its class and message)."""
+    if not isinstance(exc, HBaseIOError):
+        return False
+    message = exc.message
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    return "TableNotFoundException" in (message or "")
+
+
+def _socket_of(conn: Any) -> socket.socket | None:
+    """The socket under a happybase connection's transport (``None`` if it is not open)."""
+    transport = conn.transport
+    inner = getattr(transport, "sock", None)  # thriftpy2's Cython transports
+    if inner is None:
+        inner = getattr(transport, "_trans", None)  # its pure-Python ones: a TSocket
+    if isinstance(inner, socket.socket):
+        return inner
+    sock = getattr(inner, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed *sock* (or sent something nobody asked for) while it sat idle.
+
+    Between calls a Thrift connection has nothing to read; a peek that finds the end of the
+    stream (or stray bytes, or an error) means the connection cannot carry the next call.
+    """
+    timeout = sock.gettimeout()
+    try:
+        sock.setblocking(False)
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(timeout)
+    return True
+
+
+class _Pool:
+    """A fixed number of happybase connections shared by threads.
+
+    happybase's own ``ConnectionPool`` cannot be closed (and hands a thread that asks twice the
+    connection it already holds, so one cannot lease them all to close them), and it reopens a
+    connection inside its error handler, where a server that is gone raises again and hides the
+    first error. This one leases each connection to one caller at a time, connects lazily,
+    replaces a connection the server closed while it was idle before handing it out, and throws
+    away one whose call failed on the transport.
+    """
+
+    def __init__(self, size: int, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
+        for _ in range(size):
+            self._idle.put(None)  # a free slot, connected on first use
+
+    def acquire(self, timeout: float) -> Any:
+        """A connection, open and ready; ``queue.Empty`` if none is free within *timeout* s."""
+        conn = self._idle.get(timeout=timeout)
+        try:
+            if conn is not None and conn.transport.is_open():
+                sock = _socket_of(conn)
+                if sock is not None and _closed_by_server(sock):
+                    logger.debug("Replacing a connection the server closed while it was idle")
+                    self._discard(conn)
+                    conn = None
+            if conn is None:
+                conn = self._make()
+            with self._lock:
+                self._open.add(conn)
+            conn.open()
+        except BaseException:
+            self.release(conn, broken=True)
+            raise
+        return conn
+
+    def release(self, conn: Any, *, broken: bool = False) -> None:
+        """Give *conn* back; a *broken* one is closed and its slot reconnects on next use."""
+        if broken and conn is not None:
+            self._discard(conn)
+            conn = None
+        self._idle.put(conn)
+
+    def _discard(self, conn: Any) -> None:
+        with self._lock:
+            self._open.discard(conn)
+        with contextlib.suppress(*_TRANSPORT_ERRORS):
+            conn.close()
+
+    def close(self) -> None:
+        """Close every connection, also those leased out: their calls fail."""
+        with self._lock:
+            conns = list(self._open)
+            self._open.clear()
+        for conn in conns:
+            with contextlib.suppress(*_TRANSPORT_ERRORS):
+                conn.close()
+
+    def open_count(self) -> int:
+        """How many connections are open (for tests)."""
+        with self._lock:
+            return sum(1 for conn in self._open if conn.transport.is_open())
+
+
 class _Clock:
     """Write timestamps of this process: the wall clock in ms, but always at least 2 ms after
     the last one given, whichever store asked for it."""
@@ -161,9 +296,11 @@ class HBaseStore:
 
     *crawl_id* prefixes the table name as Nutch's ``storage.crawl.id`` does. *timeout* is the
     socket timeout in milliseconds, for connecting and for every call. *pool_size* connections are
-    shared by the threads that use the store. *batch_size* caps the rows sent in one
-    ``mutateRows`` call. :meth:`modify` waits at most *lock_timeout* ms for a row another
-    writer has locked, and takes over a lock older than *lock_lease* ms.
+    shared by the threads that use the store; *transport* (``buffered`` or ``framed``) and
+    *protocol* (``binary`` or ``compact``) must be the server's. One ``mutateRows`` call carries
+    at most *batch_size* rows and *batch_bytes* bytes of cells. :meth:`modify` waits at most
+    *lock_timeout* ms for a row another writer has locked, and takes over a lock older than
+    *lock_lease* ms.
     """
 
     def __init__(
@@ -176,31 +313,42 @@ class HBaseStore:
         timeout: int = 10000,
         pool_size: int = 4,
         batch_size: int = 1000,
+        batch_bytes: int = 1 << 20,
         transport: str = "buffered",
         protocol: str = "binary",
         lock_timeout: int = 120_000,
         lock_lease: int = 60_000,
     ) -> None:
+        if transport not in happybase.connection.THRIFT_TRANSPORTS:
+            raise ValueError(f"transport must be 'buffered' or 'framed', got {transport!r}")
+        if protocol not in happybase.connection.THRIFT_PROTOCOLS:
+            raise ValueError(f"protocol must be 'binary' or 'compact', got {protocol!r}")
         self.host = host
         self.lock_timeout = lock_timeout
         self.lock_lease = lock_lease
         self.port = port
         self.timeout = timeout
         self.batch_size = batch_size
+        self.batch_bytes = batch_bytes
+        self.transport = transport
+        self.protocol = protocol
         self.table_name = f"{crawl_id}_{table}" if crawl_id else table
+        self._table_bytes = self.table_name.encode()
         self._short_name = table
-        self._pool_size = pool_size
         self._probe()
-        self._pool = happybase.ConnectionPool(
-            size=pool_size,
-            host=host,
-            port=port,
-            timeout=timeout,
-            transport=transport,
-            protocol=protocol,
-            table_prefix=crawl_id or None,
-            autoconnect=False,
-        )
+
+        def connect() -> happybase.Connection:
+            return happybase.Connection(
+                host=host,
+                port=port,
+                timeout=timeout,
+                transport=transport,
+                protocol=protocol,
+                table_prefix=crawl_id or None,
+                autoconnect=False,
+            )
+
+        self._pool = _Pool(pool_size, connect)
 
     def __repr__(self) -> str:
         return f"HBaseStore({self.host}:{self.port}, table_name={self.table_name!r})"
@@ -221,37 +369,62 @@ class HBaseStore:
                 f" (timeout {self.timeout} ms): {exc}"
             ) from exc
 
-    def _call(self, work: Callable[[Any], T]) -> T:
-        """Run *work(connection)* on a pooled connection, turning Thrift errors into ours."""
-        try:
-            with self._pool.connection(timeout=self.timeout / 1000) as conn:
-                try:
-                    conn.open()
-                    return work(conn)
-                except (TException, OSError):
-                    conn.close()  # the pool gives it a new socket; close the broken one
-                    raise
-        except (TException, OSError) as exc:
-            text = _describe(exc)
-            if "TableNotFound" in text or "table does not exist" in text.lower():
-                raise TableMissing(
-                    f"table {self.table_name!r} does not exist on {self.host}:{self.port};"
-                    " run 'nutchy storage init' or 'nutchy inject'"
-                ) from exc
-            if isinstance(exc, OSError) or "TSocket" in text or "connect" in text.lower():
+    def _call(self, work: Callable[[Any], T], *, retry: bool = False) -> T:
+        """Run *work(connection)* on a pooled connection, turning Thrift errors into ours.
+
+        With *retry* (only for work that does the same when done twice), a failure of the
+        transport is tried once more on a new connection.
+        """
+        attempts = 2 if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                conn = self._pool.acquire(self.timeout / 1000)
+            except queue.Empty as exc:
                 raise StoreUnavailable(
-                    f"the HBase Thrift server at {self.host}:{self.port} failed: {text}"
+                    f"no connection to {self.host}:{self.port} became free within {self.timeout} ms"
                 ) from exc
-            raise StoreError(f"{self}: {text}") from exc
-        except happybase.NoConnectionsAvailable as exc:
-            raise StoreUnavailable(
-                f"no connection to {self.host}:{self.port} became free within {self.timeout} ms"
-            ) from exc
+            except _TRANSPORT_ERRORS as exc:
+                if attempt < attempts:
+                    continue
+                raise self._error(exc) from exc
+            broken = True
+            try:
+                result = work(conn)
+                broken = False
+                return result
+            except _TRANSPORT_ERRORS as exc:
+                if attempt < attempts:
+                    logger.debug("%s: %s; trying again on a new connection", self, _describe(exc))
+                    continue
+                raise self._error(exc) from exc
+            except TException as exc:
+                broken = False  # an answer of the server: the connection is still in step
+                raise self._error(exc) from exc
+            finally:
+                self._pool.release(conn, broken=broken)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """Our error for a Thrift or socket error, told apart by its type."""
+        text = _describe(exc)
+        if isinstance(exc, _TRANSPORT_ERRORS):
+            return StoreUnavailable(
+                f"the HBase Thrift server at {self.host}:{self.port} failed: {text}"
+            )
+        if _table_not_found(exc):
+            return self._missing()
+        return StoreError(f"{self}: {text}")
+
+    def _missing(self) -> TableMissing:
+        return TableMissing(
+            f"table {self.table_name!r} does not exist on {self.host}:{self.port};"
+            " run 'nutchy storage init' or 'nutchy inject'"
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        return self._call(lambda conn: self._short_name.encode() in conn.tables())
+        return self._call(lambda conn: self._table_bytes in conn.client.getTableNames(), retry=True)
 
     def create(self) -> bool:
         if self.exists():
@@ -266,22 +439,19 @@ class HBaseStore:
             self._call(lambda conn: conn.delete_table(self._short_name, disable=True))
 
     def close(self) -> None:
-        """Close every pooled connection (happybase pools have no close of their own). Closing a
-        store whose server has gone away does not fail."""
-        with contextlib.suppress(TException, OSError), contextlib.ExitStack() as stack:
-            for _ in range(self._pool_size):
-                try:
-                    conn = stack.enter_context(self._pool.connection(timeout=self.timeout / 1000))
-                except happybase.NoConnectionsAvailable:
-                    break
-                conn.close()
+        """Close every connection of the pool. Closing a store whose server has gone away does
+        not fail; a store used after its close connects again."""
+        self._pool.close()
 
     def checkpoint(self) -> None:
         """Nothing to do: HBase makes each write durable (its WAL) before answering it."""
 
     def splits(self) -> list[tuple[bytes, bytes | None]]:
-        regions = self._call(lambda conn: conn.table(self._short_name).regions())
+        regions = self._call(lambda conn: conn.table(self._short_name).regions(), retry=True)
         if not regions:
+            # HBase answers a table it does not know with no regions at all.
+            if not self.exists():
+                raise self._missing()
             return [(b"", None)]
         return [
             (region["start_key"], region["end_key"] or None)
@@ -291,7 +461,9 @@ class HBaseStore:
     # --- reads ---------------------------------------------------------------------------------
 
     def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> Cells | None:
-        cells = self._call(lambda conn: conn.table(self._short_name).row(key, columns=columns))
+        cells = self._call(
+            lambda conn: conn.table(self._short_name).row(key, columns=columns), retry=True
+        )
         cells.pop(LOCK_COLUMN, None)
         return dict(cells) if cells else None
 
@@ -308,7 +480,7 @@ class HBaseStore:
                 )
                 return rows
 
-            rows = self._call(work)
+            rows = self._call(work, retry=True)
             for key, cells in rows:
                 cells.pop(LOCK_COLUMN, None)
                 if cells:
@@ -356,7 +528,7 @@ class HBaseStore:
                     )
                 )
 
-            rows = self._call(page)
+            rows = self._call(page, retry=True)
             for key, cells in rows:
                 cells.pop(LOCK_COLUMN, None)
                 if extra:
@@ -385,8 +557,17 @@ class HBaseStore:
         """Write *merged*, one update per row (what :func:`coalesce` gives)."""
         if not merged:
             return
-        ts = self._next_timestamp()
-        self._call(lambda conn: self._write(conn, merged, ts))
+        for timestamp, batch in self._mutate_calls(merged, self._next_timestamp()):
+            # The same cells at the same timestamp: sent twice, they are written once.
+            self._call(self._mutate(batch, timestamp), retry=True)
+
+    def _mutate(self, batch: list[Any], timestamp: int) -> Callable[[Any], None]:
+        """The work of one ``mutateRowsTs`` call of *batch* at *timestamp*."""
+
+        def work(conn: Any) -> None:
+            conn.client.mutateRowsTs(self._table_bytes, batch, timestamp, {})
+
+        return work
 
     def insert_new(self, updates: Sequence[RowUpdate]) -> int:
         """Write the rows of *updates* that are not in the table, and leave the rows that are
@@ -404,18 +585,29 @@ class HBaseStore:
         return len(missing)
 
     def _write(self, conn: Any, merged: list[RowUpdate], ts: int) -> None:
-        table = conn.table(self._short_name)
-        replaced = [u for u in merged if u.replace]
-        if replaced:
-            with table.batch(timestamp=ts - 1, batch_size=self.batch_size) as batch:
-                for update in replaced:
-                    batch.delete(update.key, columns=sorted(update.replace))
-        with table.batch(timestamp=ts, batch_size=self.batch_size) as batch:
-            for update in merged:
-                if update.puts:
-                    batch.put(update.key, update.puts)
-                if update.deletes:
-                    batch.delete(update.key, columns=sorted(update.deletes))
+        """Write *merged* on *conn*, stamped *ts* (family deletes *ts - 1*), without retrying."""
+        for timestamp, batch in self._mutate_calls(merged, ts):
+            conn.client.mutateRowsTs(self._table_bytes, batch, timestamp, {})
+
+    def _mutate_calls(self, merged: list[RowUpdate], ts: int) -> Iterator[tuple[int, list[Any]]]:
+        """The ``mutateRowsTs`` calls that write *merged* at *ts*, in the order to send them.
+
+        Rows go in chunks of at most :attr:`batch_size` rows and :attr:`batch_bytes` bytes (a row
+        larger than that alone). A chunk is one call at *ts* with its puts and entry deletes, then,
+        if it replaces families, one call at *ts - 1* with the family deletes: sent after the new
+        cells, a delete that fails leaves old entries beside them rather than none at all.
+        """
+        chunk: list[RowUpdate] = []
+        size = 0
+        for update in merged:
+            row_size = _mutation_bytes(update)
+            if chunk and (len(chunk) >= self.batch_size or size + row_size > self.batch_bytes):
+                yield from _chunk_calls(chunk, ts)
+                chunk, size = [], 0
+            chunk.append(update)
+            size += row_size
+        if chunk:
+            yield from _chunk_calls(chunk, ts)
 
     def modify(
         self,
@@ -500,11 +692,50 @@ class HBaseStore:
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         # Stamped like writes: a delete stamped earlier than a put would not remove it.
         ts = self._next_timestamp()
+        families = [Mutation(isDelete=True, column=family) for family in FAMILIES]
+        for i in range(0, len(keys), self.batch_size):
+            batch = [
+                BatchMutation(row=key, mutations=families) for key in keys[i : i + self.batch_size]
+            ]
+            self._call(self._mutate(batch, ts), retry=True)
 
-        def work(conn: Any) -> None:
-            table = conn.table(self._short_name)
-            with table.batch(timestamp=ts, batch_size=self.batch_size) as batch:
-                for key in keys:
-                    batch.delete(key)
 
-        self._call(work)
+#: What one cell costs in a ``mutateRows`` call besides its column and value: Thrift's field
+#: headers, lengths and flags of a ``Mutation`` (23 bytes in the binary protocol), rounded up.
+_CELL_OVERHEAD: Final = 32
+#: The same for a row of a call (its ``BatchMutation``: the key's header and the list's).
+_ROW_OVERHEAD: Final = 16
+
+
+def _mutation_bytes(update: RowUpdate) -> int:
+    """The bytes *update* adds to a ``mutateRows`` call: its key and cells, and Thrift's framing.
+
+    >>> _mutation_bytes(RowUpdate(b"k", {b"f:st": b"1234"}, {b"mk:_gnmrk_"}, {b"ol"}))
+    111
+    """
+    size = _ROW_OVERHEAD + len(update.key)
+    size += sum(_CELL_OVERHEAD + len(column) + len(value) for column, value in update.puts.items())
+    size += sum(_CELL_OVERHEAD + len(column) for column in update.deletes)
+    size += sum(_CELL_OVERHEAD + len(family) for family in update.replace)
+    return size
+
+
+def _chunk_calls(chunk: list[RowUpdate], ts: int) -> Iterator[tuple[int, list[Any]]]:
+    """The calls of one chunk of rows: cells and entry deletes at *ts*, then family deletes at
+    *ts - 1* (see :meth:`HBaseStore._mutate_calls`)."""
+    writes = []
+    replaces = []
+    for update in chunk:
+        mutations = [Mutation(column=column, value=value) for column, value in update.puts.items()]
+        mutations.extend(
+            Mutation(isDelete=True, column=column) for column in sorted(update.deletes)
+        )
+        if mutations:
+            writes.append(BatchMutation(row=update.key, mutations=mutations))
+        if update.replace:
+            families = [Mutation(isDelete=True, column=family) for family in sorted(update.replace)]
+            replaces.append(BatchMutation(row=update.key, mutations=families))
+    if writes:
+        yield ts, writes
+    if replaces:
+        yield ts - 1, replaces
