@@ -800,6 +800,59 @@ def test_and_binds_tighter_than_or(table: happybase.Table) -> None:
 
 
 @pytest.mark.parametrize(
+    "filter_string",
+    [
+        b"\tPrefixFilter('a') ",
+        b"( \tPrefixFilter('a')\t)",
+        b"PrefixFilter ( 'a' )",
+        b"PrefixFilter('a')AND(RowFilter(=,'binary:a1'))",
+        b"(PrefixFilter('a'))\t AND RowFilter(=, 'binary:a1')",
+        b"SingleColumnValueFilter( 'f' , 'q' , = , 'binary:a1' , true , true )",
+        b"PrefixFilter('a\tb\n') OR PrefixFilter('a1')",  # anything goes inside quotes
+    ],
+)
+def test_filter_strings_take_spaces_and_tabs_where_hbase_skips_them(
+    table: happybase.Table, filter_string: bytes
+) -> None:
+    # ParseFilter.parseFilterString skips ' ' and '\t' between filters, operators and
+    # parentheses; getFilterArguments skips ' ' around arguments and commas.
+    with table.batch() as batch:
+        for key in [b"a1", b"b1"]:
+            batch.put(key, {b"f:q": key})
+    assert keys(table.scan(filter=filter_string)) == [b"a1"]
+
+
+@pytest.mark.parametrize(
+    ("filter_string", "expected"),
+    [
+        # A newline or carriage return is never skipped: it starts a filter name.
+        (b"\nPrefixFilter('a')", "Filter Name \nPrefixFilter not supported"),
+        (b"PrefixFilter('a')\r\n", "unexpected"),
+        (b"PrefixFilter('a')\nAND PrefixFilter('a')", "unexpected"),
+        # A name runs to the first '(' or space, so a tab or newline before '(' is in it.
+        (b"PrefixFilter\t('a')", "Filter Name PrefixFilter\t not supported"),
+        (b"PrefixFilter\n('a')", "Filter Name PrefixFilter\n not supported"),
+        # AND and OR are operators only between spaces or parentheses.
+        (b"PrefixFilter('a')\tAND PrefixFilter('a')", "unexpected"),
+        (b"PrefixFilter('a') OR\tPrefixFilter('a')", "unexpected"),
+        # Inside the argument list only spaces separate.
+        (b"PrefixFilter(\t'a')", "quoted argument"),
+        (b"RowFilter(=,\n'binary:a1')", "quoted argument"),
+        (b"SingleColumnValueFilter('f','q',=,'binary:a1',\ttrue,true)", "Boolean"),
+        (b"RowFilter(\t=,'binary:a1')", "compare operator"),
+    ],
+)
+def test_filter_strings_reject_whitespace_where_hbase_does(
+    table: happybase.Table, filter_string: bytes, expected: str
+) -> None:
+    table.put(b"a1", {b"f:q": b"a1"})
+    with pytest.raises(TApplicationException) as raised:
+        list(table.scan(filter=filter_string))
+    assert expected in message(raised)
+    assert raised.value.type == TApplicationException.INTERNAL_ERROR
+
+
+@pytest.mark.parametrize(
     ("filter_string", "expected"),
     [
         (b"ValueFilter(=,'binary:x')", "ValueFilter is not supported"),
@@ -815,8 +868,10 @@ def test_and_binds_tighter_than_or(table: happybase.Table) -> None:
         (b"WHILE PrefixFilter('a')", "WHILE"),
         (b"PrefixFilter('a'", "end of filter string"),
         (b"PrefixFilter('a)", "unterminated"),
-        (b"PrefixFilter('a') AND", "end of filter string"),
-        (b"AND PrefixFilter('a')", "misplaced operator"),
+        (b"PrefixFilter('a') OR (PrefixFilter('b')", "end of filter string"),
+        (b"PrefixFilter('a') AND", "unexpected 'AND'"),  # not followed by a space or (
+        (b"AND PrefixFilter('a')", "expected ("),  # not after a space or ): a filter name
+        (b"PrefixFilter('a') AND AND PrefixFilter('b')", "misplaced operator"),
         (b"PrefixFilter('a') PrefixFilter('b')", "unexpected"),
         (b"PrefixFilter('a') and PrefixFilter('b')", "unexpected"),
         (b"", "empty filter string"),
@@ -855,6 +910,63 @@ def test_check_and_put_append_and_increment(
 
     client.incrementRows([Hbase_thrift.TIncrement(name, b"r", b"f:n", 2)] * 3)
     assert table.counter_get(b"r", b"f:n") == 6
+
+
+@pytest.mark.parametrize("expected", [None, b""])
+def test_check_and_put_with_no_expected_value_matches_an_absent_or_empty_cell(
+    connection: happybase.Connection, table: happybase.Table, expected: bytes | None
+) -> None:
+    # HRegion.checkAndMutate: valueIsNull = value == null || value.length == 0; it matches when
+    # the Get finds no cell, or a cell whose value is empty. The Thrift1 handler sends
+    # ifNotExists() for a null value and ifEquals(value) otherwise, and both reach that test.
+    client, name = connection.client, table.name
+
+    def check_and_put(row: bytes) -> bool:
+        put = Hbase_thrift.Mutation(column=b"f:lock", value=b"mine")
+        return bool(client.checkAndPut(name, row, b"f:lock", expected, put, {}))
+
+    table.put(b"empty", {b"f:lock": b""})
+    table.put(b"taken", {b"f:lock": b"theirs"})
+    table.put(b"emptied", {b"f:lock": b"old"})
+    table.put(b"emptied", {b"f:lock": b""})  # only the newest version counts
+    table.put(b"other", {b"f:other": b"x"})  # the row exists, the column does not
+    table.put(b"deleted", {b"f:lock": b"gone"})
+    table.delete(b"deleted", [b"f:lock"])
+
+    for row in [b"absent", b"empty", b"emptied", b"other", b"deleted"]:
+        assert check_and_put(row) is True, row
+        assert table.row(row, [b"f:lock"]) == {b"f:lock": b"mine"}, row
+        assert check_and_put(row) is False, row  # now it holds a value
+    assert check_and_put(b"taken") is False
+    assert table.row(b"taken") == {b"f:lock": b"theirs"}
+
+
+def test_check_and_put_with_a_value_matches_only_that_value(
+    connection: happybase.Connection, table: happybase.Table
+) -> None:
+    client, name = connection.client, table.name
+    put = Hbase_thrift.Mutation(column=b"f:lock", value=b"next")
+    table.put(b"empty", {b"f:lock": b""})
+    assert client.checkAndPut(name, b"absent", b"f:lock", b"x", put, {}) is False
+    assert client.checkAndPut(name, b"empty", b"f:lock", b"x", put, {}) is False
+    table.put(b"r", {b"f:lock": b"x"})
+    assert client.checkAndPut(name, b"r", b"f:lock", b"xx", put, {}) is False
+    assert client.checkAndPut(name, b"r", b"f:lock", b"x", put, {}) is True
+    assert table.row(b"r") == {b"f:lock": b"next"}
+
+
+def test_check_and_put_writes_after_the_cell_it_checked(
+    server: HBaseThriftServer, connection: happybase.Connection, table: happybase.Table
+) -> None:
+    # HRegion stamps the put max(now, checked cell's timestamp) (HBASE-14054), so a cell written
+    # with a timestamp ahead of the server's clock does not hide what replaced it.
+    ahead = int(time.time() * 1000) + 3_600_000
+    table.put(b"r", {b"f:lock": b"old"}, timestamp=ahead)
+    put = Hbase_thrift.Mutation(column=b"f:lock", value=b"new")
+    assert connection.client.checkAndPut(table.name, b"r", b"f:lock", b"old", put, {}) is True
+    assert table.row(b"r") == {b"f:lock": b"new"}
+    [(ts, value), *_] = server.cells(table.name, b"r")[b"f:lock"]
+    assert (ts, value) == (ahead, b"new")
 
 
 def test_reset_drops_tables_and_statistics() -> None:

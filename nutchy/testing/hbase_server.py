@@ -34,7 +34,7 @@ run it in its own process::
 
     python -m nutchy.testing.hbase_server --port 9090 --transport buffered --protocol binary
 
-Where this server deliberately differs from HBase:
+Where this server deliberately differs from HBase (docs/testing.md lists every difference):
 
 - The filter language is a subset: ``SingleColumnValueFilter``, ``PrefixFilter``, ``RowFilter``,
   ``KeyOnlyFilter`` and ``FirstKeyOnlyFilter``, with the ``binary:`` and ``binaryprefix:``
@@ -55,6 +55,9 @@ Where this server deliberately differs from HBase:
   ``hbase:meta``) answer ``TApplicationException(UNKNOWN_METHOD)``.
 - Regions exist only in ``getTableRegions``; scanners never expire; attributes, ``writeToWAL``,
   caching and block-cache settings are accepted and ignored.
+- Every call runs under one lock: a multi-row ``mutateRows`` is seen whole or not at all, and a
+  scanner page is computed in one go, however sparse the rows its filter keeps.
+- The idle timeout applies to every transport; HBase sets it on its thread-pool server only.
 """
 
 from __future__ import annotations
@@ -479,46 +482,115 @@ class _FilterList(_Filter):
 
 
 class _Token(NamedTuple):
-    kind: str  # "(", ")", ",", "quoted" or "word"
+    kind: str  # "(", ")", ",", "quoted", "word" (a name or an argument) or "operator"
     text: bytes
     offset: int
 
 
-_WHITESPACE = b" \t\r\n"
-_PUNCTUATION = b"(),"
+# ParseFilter's operators, with the bytes that may stand just before and just after each for it
+# to count as one (checkForAnd, checkForOr, checkForSkip, checkForWhile). Anywhere else, "AND" is
+# the start of a filter name.
+_KEYWORDS = (
+    (b"AND", b" )", b" ("),
+    (b"OR", b" )", b" ("),
+    (b"SKIP", b" ()", b" ("),
+    (b"WHILE", b" ()", b" ("),
+)
+
+
+def _operator_at(source: bytes, i: int) -> bytes | None:
+    for word, before, after in _KEYWORDS:
+        if not source.startswith(word, i):
+            continue
+        following = i + len(word)
+        if following >= len(source) or source[following] not in after:
+            continue
+        if i == 0:
+            if word in (b"SKIP", b"WHILE"):  # checkForAnd/Or read index -1 and fail
+                return word
+        elif source[i - 1] in before:
+            return word
+    return None
+
+
+def _quoted_token(source: bytes, i: int) -> tuple[_Token, int]:
+    """The ``'...'`` argument starting at *i* (``''`` inside is a quote), and the offset after
+    it."""
+    parts, j = [], i + 1
+    while True:
+        close = source.find(b"'", j)
+        if close < 0:
+            raise _InternalError(f"unterminated quoted argument at offset {i}")
+        parts.append(source[j:close])
+        if source[close + 1 : close + 2] != b"'":
+            return _Token("quoted", b"".join(parts), i), close + 1
+        parts.append(b"'")
+        j = close + 2
 
 
 def _tokenize(source: bytes) -> list[_Token]:
-    """Split a filter string into tokens; ``'...'`` is one token, with ``''`` for a quote."""
+    """Split a filter string into tokens the way HBase's ParseFilter reads it.
+
+    Between filters, operators and parentheses, ParseFilter skips spaces and tabs, and nothing
+    else: a newline or carriage return there starts a filter name ("Filter Name \\nPrefixFilter
+    not supported"). A filter's name runs to the first ``(`` or space, so a tab before the ``(``
+    is part of the name. Inside the argument list only spaces separate; an unquoted argument
+    runs to the next space, ``,`` or ``)``, so a tab or newline becomes part of it (and makes it
+    invalid). ``AND``/``OR`` are operators only after a space or ``)`` and before a space or
+    ``(``.
+    """
     tokens: list[_Token] = []
     i, end = 0, len(source)
     while i < end:
         byte = source[i]
-        if byte in _WHITESPACE:
+        if byte in b" \t":
             i += 1
-        elif byte in _PUNCTUATION:
+        elif byte in b"()":
             tokens.append(_Token(chr(byte), source[i : i + 1], i))
             i += 1
-        elif byte == ord("'"):
-            parts, j = [], i + 1
-            while True:
-                close = source.find(b"'", j)
-                if close < 0:
-                    raise _InternalError(f"unterminated quoted argument at offset {i}")
-                parts.append(source[j:close])
-                if source[close + 1 : close + 2] != b"'":
-                    break
-                parts.append(b"'")
-                j = close + 2
-            tokens.append(_Token("quoted", b"".join(parts), i))
-            i = close + 1
+        elif (operator := _operator_at(source, i)) is not None:
+            tokens.append(_Token("operator", operator, i))
+            i += len(operator)
         else:
-            j = i
-            while j < end and source[j] not in _WHITESPACE and source[j] not in b"(),'":
-                j += 1
-            tokens.append(_Token("word", source[i:j], i))
-            i = j
+            i = _tokenize_filter(source, i, tokens)
     return tokens
+
+
+def _tokenize_filter(source: bytes, i: int, tokens: list[_Token]) -> int:
+    """Tokenize the filter ``Name(arg, ...)`` starting at *i*; returns the offset after it."""
+    end = len(source)
+    j = i
+    while j < end and source[j] not in b"( )',":
+        j += 1
+    if j == i:  # a quote or comma where a filter should start
+        raise _InternalError(f"Incorrect Filter Name at offset {i} of filter string {source!r}")
+    tokens.append(_Token("word", source[i:j], i))
+    while j < end and source[j] == ord(" "):
+        j += 1
+    if j == end or source[j] != ord("("):
+        return j
+    tokens.append(_Token("(", b"(", j))
+    j += 1
+    while j < end:
+        byte = source[j]
+        if byte == ord(" "):
+            j += 1
+        elif byte == ord(")"):
+            tokens.append(_Token(")", b")", j))
+            return j + 1
+        elif byte == ord(","):
+            tokens.append(_Token(",", b",", j))
+            j += 1
+        elif byte == ord("'"):
+            token, j = _quoted_token(source, j)
+            tokens.append(token)
+        else:
+            k = j
+            while k < end and source[k] not in b" ,)":
+                k += 1
+            tokens.append(_Token("word", source[j:k], j))
+            j = k
+    return j
 
 
 class _FilterParser:
@@ -558,7 +630,7 @@ class _FilterParser:
 
     def _keyword(self, word: bytes) -> bool:
         token = self._peek()
-        if token is not None and token.kind == "word" and token.text == word:
+        if token is not None and token.kind == "operator" and token.text == word:
             self.position += 1
             return True
         return False
@@ -576,17 +648,17 @@ class _FilterParser:
         return terms[0] if len(terms) == 1 else _FilterList(True, terms)
 
     def _term(self) -> _Filter:
-        token = self._next("(", "word")
+        token = self._next("(", "word", "operator")
         if token.kind == "(":
             inner = self._expression()
             self._next(")")
             return inner
         name = token.text
-        if name in (b"SKIP", b"WHILE"):
-            raise _InternalError(
-                f"the {_text(name)} operator is not supported by HBaseThriftServer"
-            )
-        if name in (b"AND", b"OR"):
+        if token.kind == "operator":
+            if name in (b"SKIP", b"WHILE"):
+                raise _InternalError(
+                    f"the {_text(name)} operator is not supported by HBaseThriftServer"
+                )
             self._fail(token, "misplaced operator")
         self._next("(")
         arguments: list[_Token] = []
@@ -1504,16 +1576,20 @@ class _HBaseHandler:
         family, _, qualifier = column.partition(b":")
         table.check_family(family)
         current = table.newest(row, family + b":" + qualifier)
-        # HBase compares with the newest version; no value means "only if the column is absent".
-        matches = (
-            current is None if value is None else (current is not None and current[1] == value)
-        )
+        # HBase's Thrift1 handler asks for ifEquals(value), or ifNotExists() for no value, and
+        # HRegion compares with the newest version; a null or empty expected value
+        # ("valueIsNull") matches a column that is absent or whose newest value is empty.
+        if not value:
+            matches = current is None or not current[1]
+        else:
+            matches = current is not None and current[1] == value
         if not matches:
             return False
-        # HBase builds a Put from the mutation whatever its isDelete says.
-        self._apply(
-            name, [(row, put.column, put.value or b"")], [], LATEST_TIMESTAMP, deletes_first=False
-        )
+        # HBase builds a Put from the mutation whatever its isDelete says, and stamps it
+        # max(now, the checked cell's timestamp) so that it is not hidden behind that cell.
+        puts: list[_Put] = [(row, put.column, put.value or b"")]
+        table.check_puts(puts)
+        table.put_many(puts, max(_now_ms(), current[0] if current else 0), stamped=True)
         return True
 
     def deleteAll(self, name: bytes, row: bytes, column: bytes, attributes: Any) -> None:
