@@ -21,6 +21,7 @@ from nutchy.core.generate import new_batch_id
 from nutchy.core.inject import InjectMode
 from nutchy.exceptions import NutchError
 from nutchy.jobs._cycle import parse_config, signature, update_config
+from nutchy.jobs._regions import Tasks
 from nutchy.jobs._settings import get_bool, get_float
 from nutchy.jobs.crawl import crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
@@ -199,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-content", action="store_true", help="with -dump: add the raw content (base64)"
     )
     readdb.add_argument("-text", action="store_true", help="with -dump: add the parsed text")
+    _num_tasks(readdb, "with -stats, -dump and -topN: ")
     readdb.set_defaults(run=_readdb)
 
     parse = _subcommand(
@@ -212,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument(
         "-resume", action="store_true", help="leave pages already parsed in this batch alone"
     )
+    _num_tasks(parse)
     parse.set_defaults(run=_parse)
 
     update = _subcommand(
@@ -267,6 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crawl.set_defaults(run=_crawl)
     return parser
+
+
+def _num_tasks(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    parser.add_argument(
+        "-numTasks",
+        dest="num_tasks",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help=f"{scope}scan the table region by region in K processes at once (default 1)",
+    )
 
 
 def _batch_or_all(parser: argparse.ArgumentParser) -> None:
@@ -495,10 +509,11 @@ def _readdb(args: argparse.Namespace) -> int:
             return 2
     settings = _settings(args)
     status = None if args.status is None else parse_status_filter(args.status)
+    tasks = Tasks.from_settings(settings, args.num_tasks)
     with open_table(settings) as table:
         if args.stats:
             with Progress("readdb -stats") as bar:
-                stats = table_stats(table, now=_now(), progress=bar)
+                stats = table_stats(table, now=_now(), progress=bar, tasks=tasks)
             print("\n".join(stats.lines(args.top_hosts)))
         elif args.url is not None:
             page = read_page(table, args.url)
@@ -517,11 +532,12 @@ def _readdb(args: argparse.Namespace) -> int:
                     content=args.content,
                     text=args.text,
                     progress=bar,
+                    tasks=tasks,
                 )
             print(f"Dumped {count} rows to {path}")
         else:
             with Progress("readdb -topN") as bar:
-                best = top_scored(table, args.top_n, progress=bar)
+                best = top_scored(table, args.top_n, progress=bar, tasks=tasks)
             for score, url in best:
                 print(f"{score:.6g}\t{url}")
     return 0
@@ -543,6 +559,7 @@ def _parse(args: argparse.Namespace) -> int:
             skip_truncated=skip_truncated,
             timeout=timeout,
             resume=args.resume,
+            tasks=Tasks.from_settings(settings, args.num_tasks),
         )
     print(
         f"nutchy parse: {counts.parsed} parsed, {counts.redirects} redirects,"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nutchy.core.parse import ParseConfig
@@ -9,6 +10,7 @@ from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule, Fe
 from nutchy.core.scoring import OPICScoring
 from nutchy.core.signature import MD5Signature, Signature, TextProfileSignature
 from nutchy.core.update import UpdateConfig
+from nutchy.core.urlfilter import RegexURLFilter
 from nutchy.core.urls import normalize_url
 from nutchy.exceptions import ConfigError
 from nutchy.jobs._settings import get_bool, get_float, get_int, url_filter
@@ -91,19 +93,27 @@ def update_config(settings: BaseSettings, batch_id: str | None) -> UpdateConfig:
     )
 
 
-def parse_config(settings: BaseSettings) -> ParseConfig:
-    """The :class:`~nutchy.core.parse.ParseConfig` of *settings* (without a time limit)."""
-    rules = url_filter(settings)
+@dataclass(frozen=True, slots=True)
+class _Accept:
+    """An outlink as parse keeps it: normalized, and accepted by *rules* (``None`` if not).
 
-    def accept(url: str) -> str | None:
+    A class rather than a closure so that a :class:`~nutchy.core.parse.ParseConfig` pickles, for
+    the tasks of ``nutchy parse -numTasks K``."""
+
+    rules: RegexURLFilter
+
+    def __call__(self, url: str) -> str | None:
         try:
             normalized = normalize_url(url)
         except ValueError:
             return None
-        return normalized if rules.accepts(normalized) else None
+        return normalized if self.rules.accepts(normalized) else None
 
+
+def parse_config(settings: BaseSettings) -> ParseConfig:
+    """The :class:`~nutchy.core.parse.ParseConfig` of *settings* (without a time limit)."""
     return ParseConfig(
-        accept=accept,
+        accept=_Accept(url_filter(settings)),
         max_outlinks=get_int(settings, "NUTCH_DB_MAX_OUTLINKS_PER_PAGE"),
         max_anchor_length=get_int(settings, "NUTCH_DB_MAX_ANCHOR_LENGTH", 0),
         max_target_length=get_int(settings, "NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH", 1),

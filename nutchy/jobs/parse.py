@@ -3,6 +3,10 @@
 It runs the same code as the parse pipeline (:mod:`nutchy.core.parse`) over rows the fetcher
 marked with ``mk:_ftcmrk_``: a batch fetched with parsing off, or one whose crawl stopped before
 its pages were parsed. Running it twice changes nothing the second time.
+
+With ``-numTasks K`` the table is parsed range by range (its regions on HBase) in *K* processes
+at once (:mod:`nutchy.jobs._regions`), each choosing, parsing and writing the rows of its
+ranges; the counts are added up.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 from nutchy.core.parse import (
     PARSE_FIELDS,
@@ -21,8 +27,13 @@ from nutchy.core.parse import (
 )
 from nutchy.core.signature import Signature
 from nutchy.core.status import CrawlStatus, Mark, ParseStatusMajor, ParseStatusMinor
+from nutchy.jobs._regions import Tasks, run
 from nutchy.store.schema import build_update
-from nutchy.store.table import TableWriter, WebTable
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+    from nutchy.store.table import TableWriter, WebTable
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +54,11 @@ class ParseCounts:
     def written(self) -> int:
         return self.parsed + self.redirects + self.failed + self.not_parsed
 
+    def merge(self, other: ParseCounts) -> None:
+        """Add the counts of *other* (another key range of the table)."""
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
 
 def parse_batch(
     table: WebTable,
@@ -54,13 +70,48 @@ def parse_batch(
     timeout: float = 30,
     resume: bool = False,
     clock: Callable[[], float] = time.monotonic,
+    tasks: Tasks | None = None,
 ) -> ParseCounts:
     """Parse the fetched rows of *batch_id* (every fetched row for ``None``) and write the result.
 
     Only rows whose fetch succeeded (status FETCHED) are parsed; with *skip_truncated*, rows whose
     content was truncated are left alone; with *resume*, so are rows already parsed in this
-    batch. *timeout* (s, < 0 for none) bounds the parse of one page, timed with *clock*.
+    batch. *timeout* (s, < 0 for none) bounds the parse of one page, timed with *clock*. With
+    *tasks*, the table is parsed range by range in ``tasks.count`` processes (*config*,
+    *signature* and *clock* are sent to them, so they must pickle).
     """
+    work = partial(
+        _parse_range,
+        batch_id=batch_id,
+        config=config,
+        signature=signature,
+        skip_truncated=skip_truncated,
+        timeout=timeout,
+        resume=resume,
+        clock=clock,
+    )
+    parts = run(table, tasks or Tasks(), work)
+    counts = parts[0]
+    for part in parts[1:]:
+        counts.merge(part)
+    return counts
+
+
+def _parse_range(
+    table: WebTable,
+    settings: BaseSettings,
+    start: bytes,
+    stop: bytes | None,
+    *,
+    batch_id: str | None,
+    config: ParseConfig,
+    signature: Signature,
+    skip_truncated: bool,
+    timeout: float,
+    resume: bool,
+    clock: Callable[[], float],
+) -> ParseCounts:
+    """:func:`parse_batch` of the rows from *start* to *stop*."""
     counts = ParseCounts()
     marker = None if batch_id is None else (Mark.FETCH, batch_id)
     # Two passes: the rows to parse are chosen on their status and markers alone, and only they
@@ -68,7 +119,9 @@ def parse_batch(
     # is none of them, and their content is never read.
     chosen: list[str] = []
     with table.writer() as writer:
-        for page in table.scan(_CHOOSE_FIELDS, marker=marker, skip_errors=True):
+        for page in table.scan(
+            _CHOOSE_FIELDS, start=start, stop=stop, marker=marker, skip_errors=True
+        ):
             fetch_mark = page.markers.get(Mark.FETCH)
             if fetch_mark is None or page.status != CrawlStatus.FETCHED:
                 counts.not_fetched += 1

@@ -3,6 +3,10 @@
 Every function here streams the table with the fewest fields it needs, so memory does not grow
 with the number of rows: :func:`table_stats` keeps counters (one per status, batch and host),
 :func:`top_scored` a heap of *n* rows, and :func:`dump` writes each row as it reads it.
+
+With *tasks* (``-numTasks K``), each scans the table range by range in *K* processes
+(:mod:`nutchy.jobs._regions`) and merges what the ranges give: the counters added up, the best
+rows of each range ranked again, the dump of each range appended in key order.
 """
 
 from __future__ import annotations
@@ -10,15 +14,19 @@ from __future__ import annotations
 import base64
 import csv
 import datetime
+import glob
 import heapq
 import json
 import math
 import os
 import re
+import shutil
 import struct
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -27,8 +35,11 @@ from nutchy.core.status import CrawlStatus, Mark, Metadata, crawl_status_name
 from nutchy.core.urls import InvalidURL, normalize_url, reverse_url, reversed_host, unreverse_host
 from nutchy.core.webpage import ALL_FIELDS, MAP_FIELDS, WebPage
 from nutchy.exceptions import NutchError
+from nutchy.jobs._regions import Tasks, run
 
 if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
     from nutchy.progress import Progress
     from nutchy.store.table import WebTable
 
@@ -110,6 +121,13 @@ class _Summary:
     def mean(self) -> float:
         return self.total / self.count if self.count else 0.0
 
+    def merge(self, other: _Summary) -> None:
+        """Add the numbers *other* summarizes."""
+        self.count += other.count
+        self.total += other.total
+        self.low = min(self.low, other.low)
+        self.high = max(self.high, other.high)
+
 
 @dataclass(slots=True)
 class TableStats:
@@ -129,6 +147,18 @@ class TableStats:
     batches: Counter[str] = field(default_factory=Counter)
     hosts: Counter[str] = field(default_factory=Counter)
     undecodable: int = 0
+
+    def merge(self, other: TableStats) -> None:
+        """Add the counts of *other* (another key range of the table)."""
+        self.rows += other.rows
+        self.by_status.update(other.by_status)
+        self.score.merge(other.score)
+        self.fetch_interval.merge(other.fetch_interval)
+        self.fetch_time.merge(other.fetch_time)
+        self.due += other.due
+        self.batches.update(other.batches)
+        self.hosts.update(other.hosts)
+        self.undecodable += other.undecodable
 
     def lines(self, top_hosts: int = 10) -> list[str]:
         """The statistics as text, in the spirit of Nutch's ``readdb -stats``."""
@@ -163,12 +193,41 @@ def _top(counter: Counter[str], n: int) -> list[tuple[str, int]]:
     return heapq.nsmallest(n, counter.items(), key=lambda item: (-item[1], item[0]))
 
 
-def table_stats(table: WebTable, *, now: int, progress: Progress | None = None) -> TableStats:
-    """Statistics of the whole table, in one streaming scan."""
+def table_stats(
+    table: WebTable,
+    *,
+    now: int,
+    progress: Progress | None = None,
+    tasks: Tasks | None = None,
+) -> TableStats:
+    """Statistics of the whole table, in one streaming scan (one per key range with *tasks*)."""
+    parts = run(
+        table,
+        tasks or Tasks(),
+        partial(_range_stats, now=now),
+        local=partial(_range_stats, now=now, progress=progress),
+        on_result=None if progress is None else lambda part: progress.advance(part.rows),
+    )
+    stats = parts[0]
+    for part in parts[1:]:
+        stats.merge(part)
+    return stats
+
+
+def _range_stats(
+    table: WebTable,
+    settings: BaseSettings,
+    start: bytes,
+    stop: bytes | None,
+    *,
+    now: int,
+    progress: Progress | None = None,
+) -> TableStats:
+    """Statistics of the rows from *start* to *stop*."""
     stats = TableStats()
     skipped_before = table.skipped
     host_of_key: dict[str, str] = {}
-    for page in table.scan(_STATS_FIELDS, skip_errors=True):
+    for page in table.scan(_STATS_FIELDS, start=start, stop=stop, skip_errors=True):
         stats.rows += 1
         stats.by_status[page.status] += 1
         stats.score.add(page.score)
@@ -210,19 +269,42 @@ def read_page(table: WebTable, url: str) -> WebPage | None:
 
 
 def top_scored(
-    table: WebTable, n: int, *, progress: Progress | None = None
+    table: WebTable, n: int, *, progress: Progress | None = None, tasks: Tasks | None = None
 ) -> list[tuple[float, str]]:
     """The *n* rows with the highest score, best first (ties by URL), as ``(score, url)``."""
     if n < 1:
         raise ValueError(f"'n' must be >= 1, got {n!r}")
+    parts = run(
+        table,
+        tasks or Tasks(),
+        partial(_range_top, n=n),
+        local=partial(_range_top, n=n, progress=progress),
+    )
+    return heapq.nsmallest(n, (row for part in parts for row in part), key=_by_score)
+
+
+def _by_score(row: tuple[float, str]) -> tuple[float, str]:
+    return -row[0], row[1]
+
+
+def _range_top(
+    table: WebTable,
+    settings: BaseSettings,
+    start: bytes,
+    stop: bytes | None,
+    *,
+    n: int,
+    progress: Progress | None = None,
+) -> list[tuple[float, str]]:
+    """The *n* best rows from *start* to *stop*, as :func:`top_scored` gives them."""
 
     def rows() -> Iterator[tuple[float, str]]:
-        for page in table.scan(_TOP_FIELDS, skip_errors=True):
+        for page in table.scan(_TOP_FIELDS, start=start, stop=stop, skip_errors=True):
             if progress is not None:
                 progress.advance()
             yield page.score, page.url
 
-    return heapq.nsmallest(n, rows(), key=lambda row: (-row[0], row[1]))
+    return heapq.nsmallest(n, rows(), key=_by_score)
 
 
 def parse_status_filter(text: str) -> int:
@@ -345,6 +427,7 @@ def dump(
     content: bool = False,
     text: bool = False,
     progress: Progress | None = None,
+    tasks: Tasks | None = None,
 ) -> tuple[Path, int]:
     """Write the rows of *table* to ``<directory>/<table name>.<fmt>``; return the file and the
     number of rows written.
@@ -354,6 +437,8 @@ def dump(
     the rows of one crawl status and *regex* the rows whose URL it matches (``re.search``).
     *content* and *text* add the raw content (base64) and the parsed text. The file is written
     under a temporary name and renamed when complete; an existing file is never overwritten.
+    With *tasks*, each key range is written to a file of its own beside it, and the parts are
+    appended in key order: the file is the same.
     """
     if fmt not in DUMP_FORMATS:
         raise ReadDbError(f"unknown dump format {fmt!r}; use one of: {', '.join(DUMP_FORMATS)}")
@@ -369,26 +454,92 @@ def dump(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReadDbError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
-    fields = _DUMP_FIELDS + (("content",) if content else ()) + (("text",) if text else ())
-    partial = out_dir / f".{target.name}.partial"
-    count = 0
-    with partial.open("w", encoding="utf-8", newline="") as stream:
-        if fmt == "jsonl":
-            write = _jsonl_writer(stream)
-        else:
-            extra = (("text",) if text else ()) + (("content_base64",) if content else ())
-            write = _csv_writer(stream, _CSV_COLUMNS + extra)
-        for page in table.scan(fields, skip_errors=True):
+    partial_file = out_dir / f".{target.name}.partial"
+    extra = (("text",) if text else ()) + (("content_base64",) if content else ())
+    spec = _DumpSpec(
+        fmt,
+        _DUMP_FIELDS + (("content",) if content else ()) + (("text",) if text else ()),
+        _CSV_COLUMNS + extra,
+        status,
+        pattern,
+        str(partial_file),
+    )
+    with partial_file.open("w", encoding="utf-8", newline="") as stream:
+        if fmt == "csv":
+            csv.writer(stream).writerow(spec.columns)
+        try:
+            parts = run(
+                table,
+                tasks or Tasks(),
+                partial(_dump_range, spec=spec),
+                local=partial(_dump_range, spec=spec, stream=stream, progress=progress),
+                on_result=None if progress is None else lambda part: progress.advance(part[2]),
+            )
+            count = 0
+            for part, written, _ in parts:
+                count += written
+                if part is not None:
+                    with Path(part).open(encoding="utf-8", newline="") as piece:
+                        shutil.copyfileobj(piece, stream)
+        finally:
+            for leftover in out_dir.glob(glob.escape(partial_file.name) + ".*"):
+                leftover.unlink(missing_ok=True)
+    partial_file.replace(target)
+    return target, count
+
+
+@dataclass(frozen=True, slots=True)
+class _DumpSpec:
+    """What :func:`dump` writes of each row, and where the parts of its key ranges go."""
+
+    fmt: str
+    fields: tuple[str, ...]
+    columns: tuple[str, ...]
+    status: int | None
+    pattern: re.Pattern[str] | None
+    partial: str
+
+
+def _dump_range(
+    table: WebTable,
+    settings: BaseSettings,
+    start: bytes,
+    stop: bytes | None,
+    *,
+    spec: _DumpSpec,
+    stream: TextIO | None = None,
+    progress: Progress | None = None,
+) -> tuple[str | None, int, int]:
+    """Write the rows from *start* to *stop* to *stream*, or without one to a part file of
+    their own beside the dump; return the part file (``None`` for *stream*), the rows written
+    and the rows read."""
+    part = None
+    if stream is None:
+        handle, part = tempfile.mkstemp(
+            prefix=Path(spec.partial).name + ".", dir=Path(spec.partial).parent
+        )
+        stream = open(handle, "w", encoding="utf-8", newline="")  # noqa: SIM115
+    count = read = 0
+    try:
+        write = _jsonl_writer(stream) if spec.fmt == "jsonl" else _csv_writer(stream, spec.columns)
+        for page in table.scan(spec.fields, start=start, stop=stop, skip_errors=True):
+            read += 1
             if progress is not None:
                 progress.advance()
-            if status is not None and page.status != status:
+            if spec.status is not None and page.status != spec.status:
                 continue
-            if pattern is not None and pattern.search(_url(page)) is None:
+            if spec.pattern is not None and spec.pattern.search(_url(page)) is None:
                 continue
             write(page_record(page))
             count += 1
-    partial.replace(target)
-    return target, count
+    except BaseException:
+        if part is not None:
+            stream.close()
+            Path(part).unlink(missing_ok=True)
+        raise
+    if part is not None:
+        stream.close()
+    return part, count, read
 
 
 def _jsonl_writer(stream: TextIO) -> Callable[[dict[str, Any]], None]:
@@ -400,8 +551,8 @@ def _jsonl_writer(stream: TextIO) -> Callable[[dict[str, Any]], None]:
 
 
 def _csv_writer(stream: TextIO, columns: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+    """A writer of records as CSV lines of *columns* (the header is written by :func:`dump`)."""
     writer = csv.writer(stream)
-    writer.writerow(columns)
 
     def write(record: dict[str, Any]) -> None:
         row = []

@@ -391,6 +391,34 @@ class EmbeddedStore:
     def splits(self) -> list[tuple[bytes, bytes | None]]:
         return [(b"", None)]
 
+    def sample_splits(self, n: int) -> list[tuple[bytes, bytes | None]]:
+        """Cut the key space into at most *n* ranges holding about as many rows each, for jobs
+        that scan the table in several processes (the file has no regions: :meth:`splits` is
+        one range).
+
+        The cuts are keys of rows found at evenly spaced row ids (``64 * n`` lookups in the
+        primary key, whatever the table's size), so an empty or one-row table is one range.
+        Rows written meanwhile only make the ranges less even: they always cover the key space.
+        """
+        if n < 1:
+            raise ValueError(f"'n' must be >= 1, got {n!r}")
+        with self._lock:
+            self._check_layout()
+            low, high = self._query(f"SELECT min(id), max(id) FROM {self._t}").fetchone()
+            if n == 1 or low is None or low == high:
+                return [(b"", None)]
+            points = 64 * n
+            sample = sorted(
+                record[0]
+                for i in range(points)
+                for record in self._query(
+                    f"SELECT key FROM {self._t} WHERE id >= ? ORDER BY id LIMIT 1",
+                    (low + (high - low) * i // points,),
+                )
+            )
+        cuts = sorted({sample[len(sample) * i // n] for i in range(1, n)})
+        return list(zip([b"", *cuts], [*cuts, None], strict=True))
+
     # --- reads ---------------------------------------------------------------------------------
 
     def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> Cells | None:

@@ -96,8 +96,8 @@ class WebTable:
         self,
         fields: Collection[str] | None = None,
         *,
-        start: str = "",
-        stop: str | None = None,
+        start: str | bytes = "",
+        stop: str | bytes | None = None,
         prefix: str = "",
         marker: tuple[str, str] | None = None,
         due_before: int | None = None,
@@ -107,13 +107,14 @@ class WebTable:
         """Stream the pages of a key range, reading only *fields* when given.
 
         *marker* = ``("_gnmrk_", batch_id)`` keeps the rows of one batch; *due_before* keeps rows
-        whose fetch time is at or before that time (ms). With *skip_errors*, a row with a cell
+        whose fetch time is at or before that time (ms). *start* and *stop* may be keys as bytes
+        (a region's bounds need not be UTF-8). With *skip_errors*, a row with a cell
         that does not decode is logged, counted in :attr:`skipped` and left out; otherwise its
         :exc:`~nutchy.exceptions.CellDecodeError` ends the scan.
         """
         scan = Scan(
-            start=start.encode("utf-8"),
-            stop=None if stop is None else stop.encode("utf-8"),
+            start=_raw(start),
+            stop=None if stop is None else _raw(stop),
             prefix=prefix.encode("utf-8"),
             columns=columns_for(fields),
             marker=None if marker is None else (marker[0].encode(), marker[1].encode()),
@@ -191,6 +192,10 @@ class WebTable:
     def writer(self) -> TableWriter:
         """A buffer of updates that writes every :attr:`write_limit` rows and on exit."""
         return TableWriter(self)
+
+
+def _raw(key: str | bytes) -> bytes:
+    return key.encode("utf-8") if isinstance(key, str) else key
 
 
 class TableWriter:
