@@ -19,15 +19,22 @@ import happybase
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from thriftpy2.thrift import TApplicationException
-from thriftpy2.transport import TTransportException
+from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
+from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.transport import TMemoryBuffer, TTransportException
 
-from nutchy.testing.hbase_server import LATEST_TIMESTAMP, Hbase_thrift, HBaseThriftServer
+from nutchy.testing.hbase_server import (
+    LATEST_TIMESTAMP,
+    Hbase_thrift,
+    HBaseThriftServer,
+    _ClientSocket,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 BE64 = struct.Struct(">q")
+BE32 = struct.Struct(">i")
 
 
 @pytest.fixture(scope="module")
@@ -249,6 +256,48 @@ def test_framed_transport_closes_the_connection_on_a_frame_over_the_limit(protoc
             assert len(list(again.table("t").scan(row_prefix=b"row"))) == 30
         finally:
             again.close()
+
+
+class _Chunks:
+    """A socket whose recv() hands out preset chunks, for _ClientSocket."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    def recv(self, size: int) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 40), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(1, 300), max_size=30),
+)
+def test_frame_limit_follows_frames_however_reads_cut_them(
+    sizes: list[int], cuts: list[int]
+) -> None:
+    limit = 30
+    stream = b"".join(BE32.pack(size) + b"x" * size for size in sizes)
+    chunks, position = [], 0
+    for cut in sorted(set(cuts)):
+        if position < cut < len(stream):
+            chunks.append(stream[position:cut])
+            position = cut
+    chunks.append(stream[position:])
+    client = _ClientSocket(_Chunks(chunks), limit)  # type: ignore[arg-type]
+    first_too_large = next((i for i, size in enumerate(sizes) if size > limit), None)
+    read = b""
+    if first_too_large is None:
+        while len(read) < len(stream):
+            read += client.read(4096)
+        assert read == stream
+        return
+    # The refusal comes with the read that completes the frame's size, before its body.
+    header_end = sum(4 + size for size in sizes[:first_too_large]) + 4
+    with pytest.raises(TTransportException, match=f"Frame size \\({sizes[first_too_large]}\\)"):
+        while True:
+            read += client.read(4096)
+    assert len(read) < header_end <= client.bytes_read
 
 
 def test_the_default_frame_limit_is_2_mib() -> None:
@@ -967,6 +1016,72 @@ def test_check_and_put_writes_after_the_cell_it_checked(
     assert table.row(b"r") == {b"f:lock": b"new"}
     [(ts, value), *_] = server.cells(table.name, b"r")[b"f:lock"]
     assert (ts, value) == (ahead, b"new")
+
+
+def _call_size(protocol: str, method: str, args: object) -> int:
+    """The bytes of a call to *method* as a client writes it, without transport framing."""
+    buffer = TMemoryBuffer()
+    writer = (TBinaryProtocol if protocol == "binary" else TCompactProtocol)(buffer)
+    writer.write_message_begin(method, TMessageType.CALL, 1)
+    writer.write_struct(args)
+    writer.write_message_end()
+    return len(buffer.getvalue())
+
+
+@pytest.mark.parametrize(("transport", "protocol"), [("buffered", "binary"), ("framed", "compact")])
+def test_stats_count_calls_and_their_bytes_by_method(transport: str, protocol: str) -> None:
+    with HBaseThriftServer(transport=transport, protocol=protocol) as server:
+        connection = happybase.Connection(
+            "127.0.0.1", server.port, transport=transport, protocol=protocol
+        )
+        try:
+            connection.create_table("t", {"f": {}})
+            table = connection.table("t")
+            server.reset_stats()
+            rows = {b"r%03d" % i: {b"f:v": b"x" * (100 * i)} for i in range(1, 31)}
+            with table.batch(batch_size=10) as batch:
+                for key, data in rows.items():
+                    batch.put(key, data)
+            assert dict(table.rows(list(rows))) == rows
+            assert len(list(table.scan(batch_size=7))) == 30
+
+            stats = server.stats()
+            sizes = []
+            for first in (1, 11, 21):  # the batches as happybase sends them
+                mutations = [
+                    Hbase_thrift.BatchMutation(
+                        row=key, mutations=[Hbase_thrift.Mutation(column=b"f:v", value=value)]
+                    )
+                    for key in list(rows)[first - 1 : first + 9]
+                    for value in [rows[key][b"f:v"]]
+                ]
+                args = Hbase_thrift.Hbase.mutateRows_args(
+                    tableName=b"t", rowBatches=mutations, attributes={}
+                )
+                sizes.append(_call_size(protocol, "mutateRows", args))
+            framing = 4 if transport == "framed" else 0
+            assert stats["mutateRows"].calls == 3
+            assert stats["mutateRows"].request_bytes == sum(sizes) + 3 * framing
+            assert stats["mutateRows"].max_request_bytes == sizes[-1] + framing
+            assert stats["mutateRows"].response_bytes < 3 * 30  # three empty answers
+            assert set(stats) == {
+                "mutateRows",
+                "getRowsWithColumns",
+                "scannerOpenWithScan",
+                "scannerGetList",
+                "scannerClose",
+            }
+            assert stats["getRowsWithColumns"].calls == 1
+            assert stats["scannerGetList"].calls == 6  # 7+7+7+7+2, then an empty page
+            values = sum(len(data[b"f:v"]) for data in rows.values())
+            assert stats["getRowsWithColumns"].response_bytes > values
+            assert stats["scannerGetList"].response_bytes > values
+            assert stats["scannerGetList"].max_request_bytes < 50
+
+            server.reset_stats()
+            assert server.stats() == {}
+        finally:
+            connection.close()
 
 
 def test_reset_drops_tables_and_statistics() -> None:

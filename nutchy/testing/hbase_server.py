@@ -28,9 +28,10 @@ transport closes the connection on a frame over 2 MiB
 
 Tests can look behind the wire with :meth:`HBaseThriftServer.cells` (the stored versions of a
 row), :attr:`HBaseThriftServer.call_counts` and :attr:`HBaseThriftServer.rows_shipped` (to prove
-that a filter ran on the server), :attr:`HBaseThriftServer.connection_counts` (connections the
-server closed), and :meth:`HBaseThriftServer.split_table` (to get several regions). Benchmarks
-run it in its own process::
+that a filter ran on the server), :meth:`HBaseThriftServer.stats` (calls and their bytes on the
+wire, by method), :attr:`HBaseThriftServer.connection_counts` (connections the server closed),
+and :meth:`HBaseThriftServer.split_table` (to get several regions). Benchmarks run it in its own
+process::
 
     python -m nutchy.testing.hbase_server --port 9090 --transport buffered --protocol binary
 
@@ -100,6 +101,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "HBaseThriftServer",
     "Hbase_thrift",
+    "RpcStats",
     "main",
 ]
 
@@ -1175,6 +1177,7 @@ class _HBaseHandler:
         self.lock = threading.RLock()
         self.server_host = "localhost"
         self.server_port = 0
+        self.current = threading.local()  # .method: the call this connection thread is serving
         self.reset()
 
     def reset(self) -> None:
@@ -1185,6 +1188,8 @@ class _HBaseHandler:
 
     def reset_stats(self) -> None:
         self.call_counts: collections.Counter[str] = collections.Counter()
+        # method -> [request bytes, response bytes, largest request]
+        self.call_bytes: dict[str, list[int]] = {}
         self.call_log: collections.deque[str] = collections.deque(maxlen=_CALL_LOG_SIZE)
         self.rows_shipped = 0
 
@@ -1756,6 +1761,7 @@ class _Dispatcher:
             with handler.lock:
                 handler.call_counts[method] += 1
                 handler.call_log.append(method)
+                handler.current.method = method
                 if implementation is None:
                     raise TApplicationException(
                         TApplicationException.UNKNOWN_METHOD,
@@ -1786,6 +1792,16 @@ class _Dispatcher:
 # --------------------------------------------------------------------------------------------
 
 
+class RpcStats(NamedTuple):
+    """The calls of one Thrift method and their bytes on the wire (see
+    :meth:`HBaseThriftServer.stats`)."""
+
+    calls: int
+    request_bytes: int
+    response_bytes: int
+    max_request_bytes: int
+
+
 def _as_bytes(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
@@ -1799,10 +1815,10 @@ class _ClientSocket:
 
     It takes the place of thriftpy2's ``TSocket`` to behave as HBase's thread-pool server does:
 
-    - A read that waits longer than the socket's timeout (the server's *idle_timeout*) raises
-      ``TimeoutError`` and the connection is closed, as Java's ``SO_TIMEOUT`` (which HBase sets
-      from ``hbase.thrift.server.socket.read.timeout``) makes a blocked read fail. Writes are not
-      timed, as in Java.
+    - A read that waits longer than the socket's receive timeout (``SO_RCVTIMEO``, set from the
+      server's *idle_timeout*) raises ``BlockingIOError`` and the connection is closed, as Java's
+      ``SO_TIMEOUT`` (which HBase sets from ``hbase.thrift.server.socket.read.timeout``) makes a
+      blocked read fail. Writes are not timed, as in Java.
     - With *max_frame_size*, the stream is followed frame by frame (a 4-byte big-endian size, then
       that many bytes), and a frame header announcing more than the limit raises
       :class:`_FrameTooLarge` before the body is read, as Thrift's ``TFramedTransport.readFrame``
@@ -1832,6 +1848,10 @@ class _ClientSocket:
         return data
 
     def _follow_frames(self, data: bytes) -> None:
+        if not self._frame_left and not self._header and len(data) >= 4:
+            size = _I32.unpack_from(data)[0]
+            if size == len(data) - 4 and 0 <= size <= self._max_frame_size:
+                return  # the usual read: one whole frame
         position, end = 0, len(data)
         while position < end:
             if self._frame_left:
@@ -1856,13 +1876,7 @@ class _ClientSocket:
             self._frame_left = size
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                sent = self.sock.send(view)
-            except TimeoutError:
-                continue  # the client is slow to read its answer; Java does not time writes
-            view = view[sent:]
+        self.sock.sendall(data)
         self.bytes_written += len(data)
 
     def flush(self) -> None:
@@ -2009,7 +2023,13 @@ class HBaseThriftServer:
                 except OSError:  # e.g. the client gave up before we accepted
                     continue
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                conn.settimeout(self.idle_timeout)
+                if self.idle_timeout is not None:
+                    # The kernel's receive timeout, as Java's SO_TIMEOUT: a blocking read that
+                    # waits this long fails; writes are not timed. (A Python socket timeout
+                    # would poll() before every read and write, a sixth of a small call's cost.)
+                    seconds, fraction = divmod(self.idle_timeout, 1)
+                    timeval = struct.pack("ll", int(seconds), int(fraction * 1_000_000))
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
                 with self._connections_lock:
                     if self._stopping:
                         conn.close()
@@ -2030,10 +2050,25 @@ class HBaseThriftServer:
         transport = self._transport_factory.get_transport(client)
         protocol = self._protocol_factory.get_protocol(transport)
         closed_by = None
+        handler, current = self._handler, self._handler.current
         try:
             while True:
+                # A client waits for each answer before it sends its next call, so what is read
+                # and written in one process() is that call's request and response.
+                current.method = None
+                read, written = client.bytes_read, client.bytes_written
                 self._processor.process(protocol, protocol)
-        except TimeoutError:
+                method = current.method
+                if method is not None:
+                    request = client.bytes_read - read
+                    with handler.lock:
+                        counts = handler.call_bytes.get(method)
+                        if counts is None:
+                            counts = handler.call_bytes[method] = [0, 0, 0]
+                        counts[0] += request
+                        counts[1] += client.bytes_written - written
+                        counts[2] = max(counts[2], request)
+        except BlockingIOError:  # SO_RCVTIMEO expired: EAGAIN from a blocking read
             closed_by = "idle"
         except _FrameTooLarge as e:
             closed_by = "frame_too_large"
@@ -2069,6 +2104,30 @@ class HBaseThriftServer:
         with self._handler.lock:
             return self._handler.rows_shipped
 
+    def stats(self) -> dict[str, RpcStats]:
+        """What each Thrift method called so far cost on the wire, by method name.
+
+        ``request_bytes`` and ``response_bytes`` are the bytes read and written for its calls,
+        as the transport carries them (a framed call counts its 4-byte frame header);
+        ``max_request_bytes`` is its largest request. A call is counted once its answer is
+        sent. :meth:`reset_stats` zeroes them.
+
+        >>> with HBaseThriftServer() as server:
+        ...     connection = happybase.Connection("127.0.0.1", server.port)
+        ...     connection.create_table("t", {"f": {}})
+        ...     connection.table("t").put(b"row", {b"f:q": b"value"})
+        ...     stats = server.stats()["mutateRows"]
+        ...     connection.close()
+        >>> stats.calls, stats.request_bytes == stats.max_request_bytes > 0
+        (1, True)
+        """
+        with self._handler.lock:
+            counts, sizes = self._handler.call_counts, self._handler.call_bytes
+            return {
+                method: RpcStats(calls, *sizes.get(method, (0, 0, 0)))
+                for method, calls in sorted(counts.items())
+            }
+
     @property
     def connection_counts(self) -> collections.Counter[str]:
         """How many connections were ``"opened"``, and how many the server closed because they
@@ -2078,7 +2137,7 @@ class HBaseThriftServer:
             return collections.Counter(self._connection_counts)
 
     def reset_stats(self) -> None:
-        """Zero :attr:`call_counts`, :attr:`call_log`, :attr:`rows_shipped` and
+        """Zero :attr:`call_counts`, :attr:`call_log`, :meth:`stats`, :attr:`rows_shipped` and
         :attr:`connection_counts`."""
         with self._handler.lock:
             self._handler.reset_stats()
