@@ -172,13 +172,14 @@ NUTCH_HBASE_BATCH_BYTES = 1048576
 # (nutchy only) HBase Thrift1 server of the HBase store.
 NUTCH_HBASE_HOST = "localhost"
 
-# (nutchy only) Milliseconds after which a row lock of the HBase store (taken by updatedb, see
-# docs/updatedb.md) counts as abandoned by a dead writer and is taken over.
+# (nutchy only) Milliseconds a lease of the HBase store (a bucket of rows updatedb writes, the
+# table's generate) lasts without renewal; its holder renews it every third of that, and one not
+# renewed that long (its holder died) is taken over. At least 3 x NUTCH_HBASE_TIMEOUT.
 NUTCH_HBASE_LOCK_LEASE = 60000
 
-# (nutchy only) Milliseconds the HBase store waits for a row another writer has locked before it
-# fails naming the row and the holder.
-NUTCH_HBASE_LOCK_TIMEOUT = 120000
+# (nutchy only) Milliseconds the HBase store waits for a lease a live writer holds before it fails
+# naming the holder; 0: as long as that writer renews it.
+NUTCH_HBASE_LOCK_TIMEOUT = 0
 
 # (nutchy only) Connections kept open to the Thrift server, shared by a process's threads.
 NUTCH_HBASE_POOL_SIZE = 4

@@ -4,6 +4,8 @@ batches that expire."""
 from __future__ import annotations
 
 import math
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -347,3 +349,28 @@ def test_scores_the_order_cannot_rank_fall_back_to_the_general_path(table, score
     if hasattr(table.store, "scan_due_by_score"):
         assert "Selecting with the general path" in caplog.text
     assert result.counts.seen == 13
+
+
+def test_concurrent_generates_never_share_a_row(store_factory, table):
+    """Three generates at once, each with its own store: each batch is its own 10 rows and holds
+    as many rows as it says. The resolver's pause keeps each one's selection and marks apart, so
+    without the generate lock they would all select the same 10 best rows."""
+    for i in range(30):
+        add(table, f"http://h{i}.example.com/", score=float(i))
+
+    def slow_resolver(hosts, timeout):
+        time.sleep(0.3)
+        return {}
+
+    def run(n: int):
+        mine = WebTable(store_factory(), read_limit=7, write_limit=5)
+        opts = options(top_n=10, num_fetchers=2, partition_mode="byIP")
+        return generate(mine, opts, now=NOW, batch_id=f"b{n}", resolver=slow_resolver)
+
+    with ThreadPoolExecutor(3) as pool:
+        results = [done.result() for done in [pool.submit(run, n) for n in range(3)]]
+    marks = marked(table)
+    assert len(marks) == 30
+    for result in results:
+        assert result.selected == 10
+        assert sum(batch == result.batch_id for batch in marks.values()) == 10

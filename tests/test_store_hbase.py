@@ -18,7 +18,7 @@ from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError, StoreError, StoreUnavailable, TableMissing
 from nutchy.store import open_store
 from nutchy.store.base import Scan
-from nutchy.store.hbase import LOCK_COLUMN, HBaseStore
+from nutchy.store.hbase import HBaseStore
 from nutchy.store.schema import RowUpdate, build_update
 from nutchy.store.table import WebTable
 from nutchy.testing.hbase_server import HBaseThriftServer
@@ -199,62 +199,9 @@ def test_a_server_that_goes_away_mid_crawl_is_named_and_nothing_hangs():
     store.close()
 
 
-def _raw_table(hstore, hbase_address):
-    host, port = hbase_address
-    conn = happybase.Connection(host, port, table_prefix=hstore.table_name.rsplit("_", 1)[0])
-    return conn, conn.table("webpage")
-
-
 def _plus_one(key, cells):
     score = 0 if cells is None else int.from_bytes(cells[b"s:s"], "big")
     return RowUpdate(key, {b"s:s": (score + 1).to_bytes(8, "big")})
-
-
-def test_modify_locks_with_a_cell_that_reads_never_show(hstore, hbase_address):
-    hstore.modify([b"a"], [b"s:s"], _plus_one)
-    conn, raw = _raw_table(hstore, hbase_address)
-    try:
-        assert raw.row(b"a")[LOCK_COLUMN] == b""  # free again, and on the server
-    finally:
-        conn.close()
-    assert LOCK_COLUMN not in hstore.get(b"a")
-    assert LOCK_COLUMN not in hstore.get_many([b"a"])[b"a"]
-    assert all(LOCK_COLUMN not in cells for _, cells in hstore.scan())
-    assert all(LOCK_COLUMN not in cells for _, cells in hstore.scan(Scan(columns=[b"mk"])))
-
-
-def test_a_dead_writers_lock_is_taken_over(hstore, hbase_address, caplog):
-    conn, raw = _raw_table(hstore, hbase_address)
-    try:
-        stale = int(time.time() * 1000) - hstore.lock_lease - 1000
-        raw.put(b"a", {b"s:s": (1).to_bytes(8, "big"), LOCK_COLUMN: b"%d gone:1:ab" % stale})
-        assert hstore.modify([b"a"], [b"s:s"], _plus_one) == 1
-        assert raw.row(b"a")[LOCK_COLUMN] == b""
-    finally:
-        conn.close()
-    assert int.from_bytes(hstore.get(b"a")[b"s:s"], "big") == 2
-    assert "Took over the lock of row b'a'" in caplog.text
-
-
-def test_a_row_locked_by_a_live_writer_waits_then_fails_naming_it(hbase_address):
-    host, port = hbase_address
-    store = HBaseStore(host, port, crawl_id="lockwait", lock_timeout=300)
-    store.create()
-    conn, raw = _raw_table(store, hbase_address)
-    try:
-        holder = b"%d other:2:cd" % int(time.time() * 1000)
-        raw.put(b"a", {b"s:s": (1).to_bytes(8, "big"), LOCK_COLUMN: holder})
-        started = time.monotonic()
-        with pytest.raises(StoreError, match=r"row b'a' stayed locked by b'\d+ other:2:cd'"):
-            store.modify([b"a"], [b"s:s"], _plus_one)
-        assert time.monotonic() - started >= 0.3
-        assert int.from_bytes(store.get(b"a")[b"s:s"], "big") == 1  # nothing written
-        raw.put(b"a", {LOCK_COLUMN: b""})  # the holder lets go
-        assert store.modify([b"a"], [b"s:s"], _plus_one) == 1
-    finally:
-        conn.close()
-        store.drop()
-        store.close()
 
 
 # --- a real Thrift server's limits -----------------------------------------------------------
@@ -383,7 +330,7 @@ def test_connections_the_server_closed_while_idle_are_replaced_before_use():
             time.sleep(0.05)
         assert server.connection_counts["closed_idle"] >= 1
         server.reset_stats()
-        # A call that is never sent twice (checkAndPut, in modify's row lock) goes through too:
+        # A call that is never sent twice (checkAndPut, in modify's leases) goes through too:
         # the dead connection is noticed before anything is sent on it.
         assert store.modify([b"a"], [b"s:s"], _plus_one) == 1
         assert int.from_bytes(store.get(b"a")[b"s:s"], "big") == 2

@@ -230,7 +230,36 @@ def generate(
 
     *resolver* turns host names into IP addresses in ``byIP`` mode (:func:`resolve_hosts` by
     default). Nothing is written when nothing is selected.
+
+    It holds the table's ``generate`` lock (:meth:`~nutchy.store.base.Store.exclusive`) from the
+    first read to the last mark written, so generates of one table run one after the other and
+    each skips the rows those before it marked: two batches never share a row.
     """
+    with table.store.exclusive("generate") as still_held:
+        return _generate(
+            table,
+            options,
+            now=now,
+            batch_id=batch_id,
+            add_days=add_days,
+            resolver=resolver,
+            progress=progress,
+            still_held=still_held,
+        )
+
+
+def _generate(
+    table: WebTable,
+    options: GenerateOptions,
+    *,
+    now: int,
+    batch_id: str,
+    add_days: int,
+    resolver: Resolver,
+    progress: Progress | None,
+    still_held: Callable[[], None],
+) -> GenerateResult:
+    """:func:`generate`, under the generate lock; *still_held* raises if the lock was lost."""
     started = time.perf_counter()
     cur_time = now + add_days * _DAY_MS
     undecodable = 0
@@ -270,6 +299,7 @@ def generate(
     result.partitions = [0] * options.num_fetchers
     for partition in partitions:
         result.partitions[partition] += 1
+    still_held()
     with table.writer() as writer:
         for update in _mark_updates(batch, partitions, batch_id, now):
             writer.add(update)

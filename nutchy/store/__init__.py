@@ -56,19 +56,30 @@ def open_store(settings: BaseSettings) -> Store:
                 "NUTCH_HBASE_BATCH_BYTES must be > 0, got"
                 f" {settings.getint('NUTCH_HBASE_BATCH_BYTES')!r}"
             )
-
+        timeout = settings.getint("NUTCH_HBASE_TIMEOUT")
+        lease = settings.getint("NUTCH_HBASE_LOCK_LEASE")
+        if lease < 3 * timeout:
+            raise ConfigError(
+                f"NUTCH_HBASE_LOCK_LEASE must be at least 3 times NUTCH_HBASE_TIMEOUT"
+                f" ({3 * timeout} ms), got {lease!r}: a lease must outlive the call that renews it"
+            )
+        if settings.getint("NUTCH_HBASE_LOCK_TIMEOUT") < 0:
+            raise ConfigError(
+                "NUTCH_HBASE_LOCK_TIMEOUT must be >= 0 (0: no limit),"
+                f" got {settings.getint('NUTCH_HBASE_LOCK_TIMEOUT')!r}"
+            )
         return HBaseStore(
             settings.get("NUTCH_HBASE_HOST"),
             settings.getint("NUTCH_HBASE_PORT"),
             crawl_id=crawl_id,
-            timeout=settings.getint("NUTCH_HBASE_TIMEOUT"),
+            timeout=timeout,
             pool_size=settings.getint("NUTCH_HBASE_POOL_SIZE"),
             batch_size=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
             batch_bytes=settings.getint("NUTCH_HBASE_BATCH_BYTES"),
             transport=settings.get("NUTCH_HBASE_TRANSPORT"),
             protocol=settings.get("NUTCH_HBASE_PROTOCOL"),
             lock_timeout=settings.getint("NUTCH_HBASE_LOCK_TIMEOUT"),
-            lock_lease=settings.getint("NUTCH_HBASE_LOCK_LEASE"),
+            lock_lease=lease,
         )
     raise ConfigError(
         f"NUTCH_STORAGE_DATA_STORE_CLASS must be {EMBEDDED} or {HBASE}, got {backend!r}"

@@ -15,7 +15,9 @@ The calls, all blocking (Scrapy components call them from a thread, never on the
   :meth:`Store.insert_new` writes only the rows that are not in the table;
 - :meth:`Store.modify` reads rows, computes their changes and writes them with no other
   ``modify`` of those rows in between (what adding to a score needs when several processes
-  update one table);
+  update one table), without a lock per row;
+- :meth:`Store.exclusive` holds a named lock of the table, for work that must not run twice
+  at once (generate's selection and marks);
 - :meth:`Store.splits` cuts the key space into ranges that can be scanned in parallel;
 - :meth:`Store.close`.
 """
@@ -23,6 +25,7 @@ The calls, all blocking (Scrapy components call them from a thread, never on the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -99,15 +102,31 @@ class Store(Protocol):
         keys: Sequence[bytes],
         columns: Sequence[bytes] | None,
         change: Callable[[bytes, Cells | None], RowUpdate | None],
+        chunk_size: int | None = None,
     ) -> int:
         """Read *columns* of *keys*, call ``change(key, cells)`` for each (``None`` for a missing
-        row) and write the updates it returns; return how many rows were written.
+        row) and write the updates it returns, *chunk_size* rows at a time (the store's batch
+        size by default); return how many rows were written.
 
         Between the read of a row and the write of its update, no other ``modify`` of that row,
         from this process or another, reads or writes it: a change computed from the cells read
-        is never applied over a newer value. The embedded store runs the call in one write
-        transaction; HBase locks each row (see :mod:`nutchy.store.hbase`). *change* may be called
-        more than once for a key and must have no other effect.
+        is never applied over a newer value. Each chunk is applied whole or not at all (HBase:
+        each row), and a call that fails keeps the chunks written before. No store takes a lock
+        per row: the embedded store runs each chunk in one write transaction; HBase leases
+        buckets of keys, a few calls per bucket and none per row (see
+        :mod:`nutchy.store.hbase`). *change* may be called more than once for a key and must
+        have no other effect. Keys may come in any order; the store chooses its own.
+        """
+        ...
+
+    def exclusive(self, name: str) -> AbstractContextManager[Callable[[], None]]:
+        """Hold the lock *name* of this table for a ``with`` block: no other ``exclusive(name)``
+        of the table, in this process or another, runs until the block ends; it waits.
+
+        The value of the ``with`` is a function to call before writing what the lock protects:
+        it raises :class:`~nutchy.exceptions.StoreError` if the lock was lost meanwhile (HBase:
+        a lease not renewed in time because the process stalled). A holder that dies releases
+        the lock: at once on the embedded store (a file lock), after the lease time on HBase.
         """
         ...
 

@@ -48,6 +48,8 @@ in ``nutchy_meta`` says how a file was written.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import logging
 import marshal
 import sqlite3
@@ -149,6 +151,10 @@ _MAIN_COLUMNS = (
     "has_content",
     *[_quote(_FAMILY_COLUMNS[i]) for i in _HOT],
 )
+
+
+def _still_held() -> None:
+    """A file lock is held until it is let go: nothing to check."""
 
 
 class EmbeddedStore:
@@ -665,25 +671,50 @@ class EmbeddedStore:
         keys: Sequence[bytes],
         columns: Sequence[bytes] | None,
         change: Callable[[bytes, Cells | None], RowUpdate | None],
+        chunk_size: int | None = None,
     ) -> int:
-        """Read *keys*, call *change* for each and write what it returns, in one transaction.
+        """Read *keys*, call *change* for each and write what it returns, in one transaction per
+        *chunk_size* keys (1000 by default).
 
-        The transaction holds SQLite's write lock from the first read to the commit, so no other
-        writer, in this process or another, changes these rows in between.
+        Each transaction holds SQLite's write lock from its first read to its commit, so no
+        other writer, in this process or another, changes these rows in between; no row is
+        locked on its own.
         """
+        chunk = chunk_size or 1000
+        if chunk < 1:
+            raise ValueError(f"'chunk_size' must be >= 1, got {chunk!r}")
 
-        def work() -> int:
-            found = self.get_many(keys, columns)
-            updates = [u for key in keys if (u := change(key, found.get(key))) is not None]
+        def work(part: Sequence[bytes]) -> int:
+            found = self.get_many(part, columns)
+            updates = [u for key in part if (u := change(key, found.get(key))) is not None]
             changes = [_Change(update) for update in coalesce(updates)]
             self._check_families(changes)
             if changes:
                 self._apply(changes)
             return len(changes)
 
-        with self._lock:
-            self._check_layout()
-            return self._transaction(work)
+        written = 0
+        for start in range(0, len(keys), chunk):
+            part = keys[start : start + chunk]
+            with self._lock:
+                self._check_layout()
+                written += self._transaction(functools.partial(work, part))
+        return written
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[Callable[[], None]]:
+        """Hold the lock *name* of this table: an exclusive ``flock`` of the file
+        ``<store file>.<name>.lock`` beside the store's file, which the system releases when the
+        holder exits, however it ends. Waits while another holder has it."""
+        if not name.isidentifier():
+            raise ValueError(f"a lock name is a word, got {name!r}")
+        path = self.path.with_name(f"{self.path.name}.{name}.lock")
+        with path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield _still_held
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         def delete() -> None:

@@ -12,7 +12,9 @@ How the contract maps onto HBase:
   60 s without a request) is noticed before it is used and replaced. A call that fails on the
   transport (a reset, a timeout, a closed socket) is sent once more on a new connection when sending
   it twice does the same as once: reads, and writes and deletes with the explicit timestamps every
-  write of this store carries. ``checkAndPut`` and increments are never sent twice;
+  write of this store carries. Increments are never sent twice, nor is a ``checkAndPut`` but a
+  lease's, whose value is unique: a second call that finds it in place knows the first one
+  was applied (:mod:`nutchy.store.hbase_lease`);
 - errors are told apart by their Thrift types: transport and socket errors are
   :class:`~nutchy.exceptions.StoreUnavailable`, HBase's ``IOError`` for a
   ``TableNotFoundException`` is :class:`~nutchy.exceptions.TableMissing`, anything else HBase
@@ -32,11 +34,14 @@ How the contract maps onto HBase:
   family delete in the same call would mask the new cells), hence two calls; a failure between them
   leaves the old entries beside the new ones, never a row without the family;
 - :meth:`HBaseStore.splits` returns the table's regions, for region-parallel scans;
-- :meth:`HBaseStore.modify` locks each row with a ``checkAndPut`` on the nutchy-only cell
-  ``mk:_nlk_`` (empty when free, the holder's token while held), reads, writes and unlocks it.
-  Rows are locked in key order, so two writers never wait on each other in a circle; a lock
-  older than :attr:`HBaseStore.lock_lease` ms (its holder died) is taken over. The cell never
-  appears in what the store returns.
+- :meth:`HBaseStore.modify` takes no row lock: the key space is cut into :data:`MODIFY_BUCKETS`
+  buckets by a stable hash of the key, and a writer holds the lease of a bucket
+  (:mod:`nutchy.store.hbase_lease`, a few ``checkAndPut`` calls per bucket, none per row) while
+  it reads the bucket's rows with one ``getRows`` per chunk and writes them with one
+  ``mutateRows`` per chunk. A writer that finds a bucket held works on the others first and
+  comes back to it, so two writers of overlapping rows interleave. Tables written by older
+  nutchy versions may hold a row lock cell, ``mk:_nlk_``: it never appears in what the store
+  returns, and ``modify`` deletes it from the rows it rewrites.
 
 HBase applies each row's mutations of one call atomically, not a whole :meth:`HBaseStore.write`.
 """
@@ -44,18 +49,20 @@ HBase applies each row's mutations of one call atomically, not a whole :meth:`HB
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-import os
 import queue
 import secrets
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
 from nutchy.store.base import Scan, key_range
+from nutchy.store.hbase_lease import SIDE_TABLE_SUFFIX, Lease, LeaseKeeper, Leases
 from nutchy.store.schema import FAMILIES, FETCH_TIME_COLUMN, Cells, RowUpdate, coalesce
 
 try:
@@ -118,31 +125,23 @@ def due_filter(due_before: int) -> bytes:
 
 #: The cells :meth:`HBaseStore.insert_new` reads to tell whether a row is in the table.
 _PRESENCE_COLUMNS: Final = (FETCH_TIME_COLUMN, b"mk")
-#: The cell :meth:`HBaseStore.modify` locks a row with (nutchy only; hidden from reads).
+#: The row lock cell of nutchy versions before leases (nutchy only): hidden from reads, deleted
+#: by :meth:`HBaseStore.modify` from the rows it rewrites.
 LOCK_COLUMN = b"mk:_nlk_"
-_FREE = b""
+#: How many key buckets :meth:`HBaseStore.modify` leases. Every writer of a table must use the
+#: same number, so it is fixed. 16 lets a few writers work side by side, and costs a writer
+#: about 50 lease calls per ``modify``, whatever the number of rows.
+MODIFY_BUCKETS: Final = 16
 
 
-def _lock_token(now_ms: int) -> bytes:
-    """A lock holder's token: when it was taken, and by whom (host, process, random).
+def modify_bucket(key: bytes) -> int:
+    """The bucket of row *key* for the leases of :meth:`HBaseStore.modify`: a stable hash (the
+    CRC-32 of the key), so every writer, on every machine, agrees.
 
-    >>> _lock_token(1700000000000).split(b" ")[0]
-    b'1700000000000'
+    >>> modify_bucket(b"com.example:http/"), modify_bucket(b"com.example:http/a")
+    (14, 15)
     """
-    who = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-    return f"{now_ms} {who}".encode()
-
-
-def _token_time(token: bytes) -> int | None:
-    """When the lock *token* was taken (ms), or ``None`` if it is not a token.
-
-    >>> _token_time(b"1700000000000 host:1:ab"), _token_time(b"junk")
-    (1700000000000, None)
-    """
-    try:
-        return int(token.split(b" ", 1)[0])
-    except ValueError:
-        return None
+    return zlib.crc32(key) % MODIFY_BUCKETS
 
 
 def _describe(exc: BaseException) -> str:
@@ -298,9 +297,10 @@ class HBaseStore:
     socket timeout in milliseconds, for connecting and for every call. *pool_size* connections are
     shared by the threads that use the store; *transport* (``buffered`` or ``framed``) and
     *protocol* (``binary`` or ``compact``) must be the server's. One ``mutateRows`` call carries
-    at most *batch_size* rows and *batch_bytes* bytes of cells. :meth:`modify` waits at most
-    *lock_timeout* ms for a row another writer has locked, and takes over a lock older than
-    *lock_lease* ms.
+    at most *batch_size* rows and *batch_bytes* bytes of cells. The leases of :meth:`modify` and
+    :meth:`exclusive` last *lock_lease* ms without renewal (at least three *timeout*: their
+    holder renews them every third of that); a writer waits at most *lock_timeout* ms for a
+    lease a live writer holds (0: as long as that writer renews it).
     """
 
     def __init__(
@@ -316,13 +316,20 @@ class HBaseStore:
         batch_bytes: int = 1 << 20,
         transport: str = "buffered",
         protocol: str = "binary",
-        lock_timeout: int = 120_000,
+        lock_timeout: int = 0,
         lock_lease: int = 60_000,
     ) -> None:
         if transport not in happybase.connection.THRIFT_TRANSPORTS:
             raise ValueError(f"transport must be 'buffered' or 'framed', got {transport!r}")
         if protocol not in happybase.connection.THRIFT_PROTOCOLS:
             raise ValueError(f"protocol must be 'binary' or 'compact', got {protocol!r}")
+        if lock_lease < 3 * timeout:
+            raise ValueError(
+                f"'lock_lease' must be at least 3 times 'timeout' ({3 * timeout} ms), got"
+                f" {lock_lease!r}: a lease must outlive the call that renews it"
+            )
+        if lock_timeout < 0:
+            raise ValueError(f"'lock_timeout' must be >= 0, got {lock_timeout!r}")
         self.host = host
         self.lock_timeout = lock_timeout
         self.lock_lease = lock_lease
@@ -349,6 +356,14 @@ class HBaseStore:
             )
 
         self._pool = _Pool(pool_size, connect)
+        self._leases = Leases(
+            # Safe to send twice: a lease call that finds its own value there counts as done.
+            functools.partial(self._call, retry=True),
+            table + SIDE_TABLE_SUFFIX,
+            ttl=lock_lease,
+            wait=lock_timeout,
+            table_exists=self.exists,
+        )
 
     def __repr__(self) -> str:
         return f"HBaseStore({self.host}:{self.port}, table_name={self.table_name!r})"
@@ -435,8 +450,17 @@ class HBaseStore:
         return True
 
     def drop(self) -> None:
-        if self.exists():
-            self._call(lambda conn: conn.delete_table(self._short_name, disable=True))
+        """Delete the table, and its lease table (:mod:`nutchy.store.hbase_lease`) if there is
+        one."""
+        side = self._leases.table
+        tables = self._call(lambda conn: conn.tables(), retry=True)
+        for name in (side, self._short_name):
+            if name.encode() in tables:
+
+                def delete(conn: Any, name: str = name) -> None:
+                    conn.delete_table(name, disable=True)
+
+                self._call(delete)
 
     def close(self) -> None:
         """Close every connection of the pool. Closing a store whose server has gone away does
@@ -584,11 +608,6 @@ class HBaseStore:
         self._write_merged(missing)
         return len(missing)
 
-    def _write(self, conn: Any, merged: list[RowUpdate], ts: int) -> None:
-        """Write *merged* on *conn*, stamped *ts* (family deletes *ts - 1*), without retrying."""
-        for timestamp, batch in self._mutate_calls(merged, ts):
-            conn.client.mutateRowsTs(self._table_bytes, batch, timestamp, {})
-
     def _mutate_calls(self, merged: list[RowUpdate], ts: int) -> Iterator[tuple[int, list[Any]]]:
         """The ``mutateRowsTs`` calls that write *merged* at *ts*, in the order to send them.
 
@@ -614,80 +633,120 @@ class HBaseStore:
         keys: Sequence[bytes],
         columns: Sequence[bytes] | None,
         change: Callable[[bytes, Cells | None], RowUpdate | None],
+        chunk_size: int | None = None,
     ) -> int:
-        """Read *keys*, call *change* for each and write what it returns, each row locked from
-        its read to its write (see the module docstring)."""
-        # A row that does not exist and would stay empty is not locked: locking creates the row.
-        before = self.get_many(keys, columns)
-        wanted = sorted({k for k in keys if k in before or change(k, None) is not None})
-        if not wanted:
+        """Read *keys*, call *change* for each and write what it returns, *chunk_size* rows
+        (:attr:`batch_size` by default) at a time, each row's bucket leased from its read to its
+        write (see the module docstring).
+
+        The buckets are taken in an order of this call's own (so concurrent writers start apart)
+        and as many at a time as fill a chunk; a bucket another writer holds is left for later.
+        Every chunk is one ``getRows`` and one ``mutateRows``, after a check that its leases are
+        still held. A bucket is released once its rows are written, and a chunk is never kept
+        waiting for a bucket: what is held is written first.
+        """
+        chunk = chunk_size or self.batch_size
+        if chunk < 1:
+            raise ValueError(f"'chunk_size' must be >= 1, got {chunk!r}")
+        buckets: dict[int, list[bytes]] = {}
+        for key in sorted(set(keys)):
+            buckets.setdefault(modify_bucket(key), []).append(key)
+        if not buckets:
             return 0
+        order = sorted(buckets)
+        first = secrets.randbelow(len(order))
+        pending = {b"modify:%02d" % b: buckets[b] for b in order[first:] + order[:first]}
+        held: list[tuple[Lease, list[bytes]]] = []
+        written = 0
+        waiter = self._leases.waiter()
+        with LeaseKeeper(self._leases) as keeper:
+            while pending or held:
+                have = sum(len(rows) for _, rows in held)
+                if have < chunk and pending:
+                    wanted = {name: len(rows) for name, rows in pending.items()}
+                    for lease in self._leases.take_free(wanted, chunk - have):
+                        keeper.add(lease)
+                        held.append((lease, pending.pop(lease.name)))
+                if not held:
+                    waiter.pause(self._leases.last_seen)
+                    continue
+                waiter.progress()
+                part: list[bytes] = []
+                leases: list[Lease] = []
+                done: list[Lease] = []
+                while held and len(part) < chunk:
+                    lease, rows = held[0]
+                    room = chunk - len(part)
+                    part.extend(rows[:room])
+                    leases.append(lease)
+                    if len(rows) <= room:
+                        held.pop(0)
+                        done.append(lease)
+                    else:
+                        held[0] = (lease, rows[room:])
+                written += self._modify_chunk(part, columns, change, leases, keeper)
+                for lease in done:
+                    keeper.release(lease)
+        return written
 
-        def work(conn: Any) -> int:
-            table_name = conn.table(self._short_name).name  # with the crawl id prefix
-            token = _lock_token(int(time.time() * 1000))
-            held: list[bytes] = []
-            try:
-                for key in wanted:
-                    self._lock_row(conn.client, table_name, key, token)
-                    held.append(key)
-                table = conn.table(self._short_name)
-                rows = table.rows(wanted, columns=columns, include_timestamp=True)
-                newest = 0
-                found: dict[bytes, Cells] = {}
-                for key, cells in rows:
-                    cells.pop(LOCK_COLUMN, None)
-                    if cells:
-                        found[key] = {c: v for c, (v, _) in cells.items()}
-                        newest = max(newest, *(ts for _, ts in cells.values()))
-                updates = [u for k in wanted if (u := change(k, found.get(k))) is not None]
-                merged = coalesce(updates)
-                if merged:
-                    # After every cell read, whatever the clocks of other writers say.
-                    self._write(conn, merged, self._next_timestamp(after=newest))
-                return len(merged)
-            finally:
-                for key in held:
-                    self._unlock_row(conn.client, table_name, key, token)
+    def _modify_chunk(
+        self,
+        keys: list[bytes],
+        columns: Sequence[bytes] | None,
+        change: Callable[[bytes, Cells | None], RowUpdate | None],
+        leases: list[Lease],
+        keeper: LeaseKeeper,
+    ) -> int:
+        """One chunk of :meth:`modify`: one read, the changes, the lease check, one write."""
 
-        return self._call(work)
+        def read(conn: Any) -> list[tuple[bytes, dict[bytes, tuple[bytes, int]]]]:
+            table = conn.table(self._short_name)
+            rows: list[tuple[bytes, dict[bytes, tuple[bytes, int]]]] = table.rows(
+                keys, columns=columns, include_timestamp=True
+            )
+            return rows
 
-    def _lock_row(self, client: Any, table: bytes, key: bytes, token: bytes) -> None:
-        deadline = time.monotonic() + self.lock_timeout / 1000
-        pause = 0.002
-        take = Mutation(column=LOCK_COLUMN, value=token)
-        while True:
-            for expected in (_FREE, None):
-                if client.checkAndPut(table, key, LOCK_COLUMN, expected, take, {}):
-                    return
-            cells = client.get(table, key, LOCK_COLUMN, {})
-            holder = cells[0].value if cells else None
-            if holder is None or holder == _FREE:
-                continue  # freed in between: try again at once
-            taken = _token_time(holder)
-            now = int(time.time() * 1000)
-            if taken is None or now - taken > self.lock_lease:
-                if client.checkAndPut(table, key, LOCK_COLUMN, holder, take, {}):
-                    logger.warning(
-                        "Took over the lock of row %r from %r (older than %d ms)",
-                        key,
-                        holder,
-                        self.lock_lease,
-                    )
-                    return
-                continue
-            if time.monotonic() > deadline:
-                raise StoreError(
-                    f"{self}: row {key!r} stayed locked by {holder!r} for more than"
-                    f" {self.lock_timeout} ms"
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+        newest = 0
+        found: dict[bytes, Cells] = {}
+        stale: set[bytes] = set()
+        for key, cells in self._call(read, retry=True):
+            if cells.pop(LOCK_COLUMN, None) is not None:
+                stale.add(key)
+            if cells:
+                found[key] = {c: v for c, (v, _) in cells.items()}
+                newest = max(newest, *(ts for _, ts in cells.values()))
+        updates = []
+        for key in keys:
+            update = change(key, found.get(key))
+            if update is not None:
+                if key in stale:
+                    update.deletes.add(LOCK_COLUMN)
+                updates.append(update)
+        merged = coalesce(updates)
+        if not merged:
+            return 0
+        for lease in leases:
+            keeper.check(lease)
+        # Stamped after every cell read, whatever the clocks of other writers say. Sent twice
+        # (the bucket is still this writer's), the same cells at the same time are written once.
+        ts = self._next_timestamp(after=newest)
+        for timestamp, batch in self._mutate_calls(merged, ts):
+            self._call(self._mutate(batch, timestamp), retry=True)
+        return len(merged)
 
-    def _unlock_row(self, client: Any, table: bytes, key: bytes, token: bytes) -> None:
-        free = Mutation(column=LOCK_COLUMN, value=_FREE)
-        if not client.checkAndPut(table, key, LOCK_COLUMN, token, free, {}):
-            logger.warning("The lock of row %r was taken over before it was released", key)
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[Callable[[], None]]:
+        """Hold the lease *name* of this table (in its lease table) for the ``with`` block,
+        waiting while another writer holds it; the value is a function that raises
+        :class:`~nutchy.store.hbase_lease.LeaseLost` if the lease was taken over meanwhile."""
+        wanted = {name.encode(): 1}
+        waiter = self._leases.waiter()
+        with LeaseKeeper(self._leases) as keeper:
+            while not (taken := self._leases.take_free(wanted, 1)):
+                waiter.pause(self._leases.last_seen)
+            lease = taken[0]
+            keeper.add(lease)
+            yield lambda: keeper.check(lease)
 
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         # Stamped like writes: a delete stamped earlier than a put would not remove it.

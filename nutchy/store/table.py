@@ -183,11 +183,8 @@ class WebTable:
             key = raw.decode("utf-8")
             return change(key, None if cells is None else decode_page(raw, cells, fields))
 
-        written = 0
-        for start in range(0, len(keys), self.read_limit):
-            chunk = [k.encode("utf-8") for k in keys[start : start + self.read_limit]]
-            written += self.store.modify(chunk, columns, on_cells)
-        return written
+        encoded = [k.encode("utf-8") for k in keys]
+        return self.store.modify(encoded, columns, on_cells, chunk_size=self.read_limit)
 
     def writer(self) -> TableWriter:
         """A buffer of updates that writes every :attr:`write_limit` rows and on exit."""
