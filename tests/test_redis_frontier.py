@@ -330,6 +330,23 @@ def test_only_the_holder_may_read_ack_give_back_or_drop(redis_client, redis_serv
     assert f1.stats(BATCH)["pending"] == 2
 
 
+def test_ack_many_acknowledges_the_queues_still_held_in_one_round_trip(redis_client, redis_server):
+    f = frontier(redis_client, lease_timeout=0.3)
+    other = frontier(second_client(redis_server), worker="w2")
+    f.publish(BATCH, rows(hosts=3, per_host=2)[0])
+    h0, h1, h2 = sorted(f.lease(BATCH, 3).queues, key=lambda lease: lease.queue)
+    time.sleep(0.35)
+    f.renew(BATCH, [h0, h2])  # too late for h1...
+    assert [lease.queue for lease in other.lease(BATCH, 3).queues] == ["http://h1.com"]
+    lost = f.ack_many(
+        BATCH, [(h0, ["com.h0:http/p0"]), (h1, ["com.h1:http/p0"]), (h2, []), (h0, ["nope"])]
+    )
+    assert lost == [h1]  # ...which another worker holds now
+    assert [e.key for e in f.entries(BATCH, h0)] == ["com.h0:http/p1"]
+    assert f.stats(BATCH)["acked"] == 1
+    assert f.ack_many(BATCH, []) == []
+
+
 # --- republishing, isolation ---------------------------------------------------------------------
 
 
@@ -509,6 +526,9 @@ def test_open_redis_frontier_uses_scrapy_redis_settings(redis_server, tmp_path):
     settings.set("NUTCH_FRONTIER_LEASE_TIMEOUT", 12.5)
     f = open_redis_frontier(settings, worker_id="host-a:1")
     assert (f.crawl, f.lease_timeout, f.worker_id) == ("news_webpage", 12.5, "host-a:1")
+    kwargs = f.client.connection_pool.connection_kwargs
+    # REDIS_PARAMS wins; otherwise no socket wait outlasts a third of the lease timeout.
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (2, 4.166666666666667)
     assert f.address == f"127.0.0.1:{redis_server.port}"
     f.check()
     # decoded responses work as well as bytes
