@@ -1,16 +1,27 @@
 """The add-on that turns nutchy on in a Scrapy project: ``ADDONS = {"nutchy.NutchAddon": 0}``.
 
 It registers every ``NUTCH_*`` default (at the ``default`` priority, so the project and ``-s``
-override them and ``scrapy settings --get`` shows them), makes the ``nutch`` spider available,
-and switches the fetch on: nutchy's scheduler and its two downloader middlewares, the parse
-pipeline (``NUTCH_FETCHER_PARSE``) and the updatedb pipeline (``NUTCH_FETCHER_UPDATEDB``).
+override them), makes the ``nutch`` spider available, and switches the fetch on: nutchy's
+scheduler and its two downloader middlewares, the parse pipeline (``NUTCH_FETCHER_PARSE``) and
+the updatedb pipeline (``NUTCH_FETCHER_UPDATEDB``). It does all of it before the crawler exists
+too (``update_pre_crawler_settings``), so that ``scrapy list`` and ``scrapy settings --get``,
+which nutchy's commands make apply it (:mod:`nutchy.commands`), show the spider and the
+settings as the crawl has them. For the ``nutch`` spider it then checks the final settings
+(:func:`nutchy._checks.check_components`): a ``SCHEDULER``, a downloader middleware order or a
+pipeline turned off that would leave the spider crawling nothing stops the crawl at start.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nutchy._checks import NUTCH_SCHEDULER, check_components, refuse_to_start
+from nutchy.exceptions import ConfigError
+
 if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
 __all__ = ["NutchAddon"]
@@ -30,12 +41,25 @@ UPDATEDB_PIPELINE_ORDER = 900
 
 
 class NutchAddon:
-    """Scrapy add-on of nutchy."""
+    """Scrapy add-on of nutchy. *spidercls* is the crawler's spider class (``None`` before a
+    crawler exists): the checks of :func:`~nutchy._checks.check_components` are made for the
+    ``nutch`` spider only."""
+
+    def __init__(self, spidercls: type | None = None) -> None:
+        self.spidercls = spidercls
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler.spidercls)
 
     @classmethod
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
         # Before the spider loader exists: `scrapy crawl nutch` finds nutchy's spider.
         settings.add_to_list("SPIDER_MODULES", "nutchy.spiders")
+        # And the rest, so that what `scrapy settings --get` shows is what the crawl gets; the
+        # crawler's add-on does it again on its own copy of the settings (a no-op, unless the
+        # spider's custom_settings changed what it sets).
+        cls().update_settings(settings)
 
     def update_settings(self, settings: BaseSettings) -> None:
         from nutchy.middlewares import NutchFetchMiddleware
@@ -43,7 +67,7 @@ class NutchAddon:
         from nutchy.robots import NutchRobotsMiddleware
 
         settings.setmodule("nutchy.default_settings", priority="default")
-        settings.set("SCHEDULER", "nutchy.scheduler.NutchScheduler", priority="addon")
+        settings.set("SCHEDULER", NUTCH_SCHEDULER, priority="addon")
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", NutchFetchMiddleware, FETCH_MIDDLEWARE_ORDER
         )
@@ -56,3 +80,14 @@ class NutchAddon:
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", NutchDbUpdatePipeline, UPDATEDB_PIPELINE_ORDER
         )
+        if self.spidercls is not None and _is_nutch_spider(self.spidercls):
+            try:
+                check_components(settings)
+            except ConfigError as exc:
+                refuse_to_start(exc)
+
+
+def _is_nutch_spider(spidercls: type) -> bool:
+    from nutchy.spiders import NutchSpider
+
+    return issubclass(spidercls, NutchSpider)

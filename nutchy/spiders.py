@@ -29,15 +29,20 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Spider
 from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
+from nutchy._checks import refuse_to_start
 from nutchy._fetch import META_ENTRY, META_OUTCOME, FetchJob
 from nutchy.core.status import CrawlStatus
+from nutchy.exceptions import ConfigError
 from nutchy.pipelines import FetchedPage
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from typing import Self
 
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
@@ -118,6 +123,21 @@ class NutchSpider(Spider):
         self._parse_enabled: bool | None = None
 
     @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        try:
+            if not _addon_enabled(crawler.settings):
+                # Without it, Scrapy's scheduler has nothing to crawl and the crawl would end
+                # at once with exit code 0.
+                raise ConfigError(
+                    'the nutch spider needs nutchy\'s add-on: ADDONS = {"nutchy.NutchAddon": 0}'
+                    " in the project's settings"
+                )
+            spider: Self = super().from_crawler(crawler, *args, **kwargs)
+        except ConfigError as exc:
+            refuse_to_start(exc)
+        return spider
+
+    @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         for name, value in SPIDER_DEFAULTS.items():
@@ -164,3 +184,16 @@ class NutchSpider(Spider):
             content=outcome.content or b"",
             truncated=outcome.truncated,
         )
+
+
+def _addon_enabled(settings: BaseSettings) -> bool:
+    from nutchy.addon import NutchAddon
+
+    for addon in build_component_list(settings.getdict("ADDONS")):
+        try:
+            cls = load_object(addon)
+        except (ImportError, NameError, ValueError):
+            continue  # Scrapy says so when it loads the add-ons
+        if isinstance(cls, type) and issubclass(cls, NutchAddon):
+            return True
+    return False

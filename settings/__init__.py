@@ -6,12 +6,11 @@ its default is listed in ``nutchy/default_settings.py`` and docs/settings.md.
 """
 
 BOT_NAME = "nutchy"
-# nutchy.spiders holds the `nutch` spider. The add-on adds it for `scrapy crawl`; it is listed here
-# too because `scrapy list` does not apply add-ons.
-SPIDER_MODULES = ["spiders", "nutchy.spiders"]
+SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
 
-# nutchy's add-on: its settings, the `nutch` spider, its scheduler and downloader middlewares.
+# nutchy's add-on: its settings, the `nutch` spider (nutchy.spiders, added to SPIDER_MODULES), its
+# scheduler, downloader middlewares and pipelines.
 ADDONS = {"nutchy.NutchAddon": 0}
 
 # The web table: the embedded store, in ./crawl.
