@@ -7,12 +7,14 @@ pages of the batch themselves (whose generate mark is removed last).
 
 Running it twice changes nothing the second time: the pages of a finished batch no longer carry
 its generate mark, and every row that received this batch's score records the batch id in
-``mtdt:_nub_`` in the same row write, so a run that resumes after a crash does not add the same
-contributions twice.
+``mtdt:_nub_`` (with the ids of the last batches before it) in the same row write, so a run that
+resumes after a crash does not add the same contributions twice, even when other crawls' batches
+updated the row in between.
 
 Every row is read and rewritten with :meth:`~nutchy.store.table.WebTable.modify`, so when several
 processes update the same rows at once (two crawls sharing one table), each adds its score and
-cash to what the row holds at that moment: no contribution is lost (see docs/updatedb.md).
+cash to what the row holds at that moment: no contribution is lost (see docs/updatedb.md; no
+row is locked: HBase leases buckets of rows).
 
 The first read can be done ahead, while the batch is being fetched (:func:`read_ahead`, which
 ``nutchy crawl`` runs while its fetch child works): the pages the fetch answered with 304 keep
@@ -43,8 +45,23 @@ from nutchy.store.table import WebTable
 
 logger = logging.getLogger(__name__)
 
-#: ``mtdt`` key (nutchy only) of the last batch whose score contributions a row received.
+#: ``mtdt`` key (nutchy only) of the last batches whose score contributions a row received: their
+#: ids, newest first, separated by spaces (batch ids have none).
 UPDATED_BY_KEY = "_nub_"
+#: How many batch ids ``mtdt:_nub_`` keeps: enough for the batches of other crawls that can
+#: update a row between a crashed run and its re-run.
+UPDATED_BY_KEPT = 8
+
+
+def updated_by(value: bytes | None, batch_id: str) -> bytes:
+    """``mtdt:_nub_`` once *batch_id* has added to a row whose ``mtdt:_nub_`` was *value*.
+
+    >>> updated_by(None, "b1"), updated_by(b"b2 b1", "b3"), updated_by(b"b2 b1", "b1")
+    (b'b1', b'b3 b2 b1', b'b1 b2')
+    """
+    mine = batch_id.encode()
+    older = [] if value is None else [b for b in value.split(b" ") if b and b != mine]
+    return b" ".join([mine, *older[: UPDATED_BY_KEPT - 1]])
 
 # A target URL not looked up yet (``None`` is an invalid one).
 _UNSEEN = ""
@@ -78,7 +95,7 @@ def _change(
     again = (
         batch_id is not None
         and page is not None
-        and page.metadata.get(UPDATED_BY_KEY) == batch_id.encode()
+        and batch_id.encode() in page.metadata.get(UPDATED_BY_KEY, b"").split(b" ")
     )
     if again:
         # A run of this batch already added these scores (a re-run after a crash).
@@ -88,7 +105,8 @@ def _change(
         return None, again
     entries = change.entries
     if batch_id is not None and inlinks:
-        entries.setdefault("metadata", {})[UPDATED_BY_KEY] = batch_id.encode()
+        previous = None if page is None else page.metadata.get(UPDATED_BY_KEY)
+        entries.setdefault("metadata", {})[UPDATED_BY_KEY] = updated_by(previous, batch_id)
     return build_update(key, change.fields, entries, change.replace), again
 
 
