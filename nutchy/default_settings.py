@@ -190,6 +190,15 @@ NUTCH_HBASE_PORT = 9090
 # (nutchy only) Thrift protocol of the server: "binary" or "compact".
 NUTCH_HBASE_PROTOCOL = "binary"
 
+# (nutchy only) Rows the HBase store asks for in one scanner call (HBase's
+# hbase.client.scanner.caching; Gora's HBase store asks for 1000).
+NUTCH_HBASE_SCANNER_CACHING = 1000
+
+# (nutchy only) Milliseconds one scanner call of the HBase store may take (HBase's
+# hbase.client.scanner.timeout.period); a filtered scan that takes longer goes on in shorter
+# stretches of the table (docs/storage.md).
+NUTCH_HBASE_SCANNER_TIMEOUT = 60000
+
 # (nutchy only) Socket timeout in milliseconds, for connecting and for every call.
 NUTCH_HBASE_TIMEOUT = 10000
 

@@ -4,6 +4,7 @@ and clear failures when the server is away."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -18,7 +19,7 @@ from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError, StoreError, StoreUnavailable, TableMissing
 from nutchy.store import open_store
 from nutchy.store.base import Scan
-from nutchy.store.hbase import HBaseStore
+from nutchy.store.hbase import HBaseStore, marker_filter
 from nutchy.store.schema import RowUpdate, build_update
 from nutchy.store.table import WebTable
 from nutchy.testing.hbase_server import HBaseThriftServer
@@ -498,3 +499,117 @@ def test_transport_and_protocol_settings_must_be_known(hbase_address):
         )
         with pytest.raises(ConfigError, match=f"{name} must be one of .*got '{value}'"):
             open_store(settings)
+
+
+@pytest.fixture
+def slow_rows(monkeypatch):
+    """The test server reads each row of a filtered or key-only scan in *delay* seconds, as a
+    region server reading from disk would: a page is then slow in proportion to the rows the
+    server reads for it, not to the rows it returns."""
+    import nutchy.testing.hbase_server as server_module
+
+    read_row = server_module._read_row
+    delay = 0.001
+
+    def slow_read_row(*args, **kwargs):
+        time.sleep(delay)
+        return read_row(*args, **kwargs)
+
+    monkeypatch.setattr(server_module, "_read_row", slow_read_row)
+    return delay
+
+
+def test_a_sparse_filtered_scan_goes_on_in_stretches_when_a_page_times_out(slow_rows, caplog):
+    # 400 rows, 3 in the batch: a page of the filtered scan reads all 400 (0.4 s on this server),
+    # longer than the scanner timeout; a stretch of a few dozen rows does not.
+    with HBaseThriftServer() as server:
+        store = HBaseStore("127.0.0.1", server.port, crawl_id="sparse", scanner_timeout=150)
+        store.create()
+        marked = {17, 205, 398}
+        store.write(
+            [
+                RowUpdate(
+                    b"r%03d" % i,
+                    {
+                        b"f:st": b"\x00\x00\x00\x01",
+                        **({b"mk:_gnmrk_": b"b1"} if i in marked else {}),
+                    },
+                )
+                for i in range(400)
+            ]
+        )
+        with pytest.raises(StoreUnavailable, match="did not answer within 150 ms"):
+            store._page(b"", None, None, marker_filter(b"_gnmrk_", b"b1"), 1000)
+        caplog.set_level(logging.INFO, logger="nutchy.store.hbase")
+        keys = [k for k, _ in store.scan(Scan(marker=(b"_gnmrk_", b"b1"), columns=[b"f:st"]))]
+        assert keys == [b"r%03d" % i for i in sorted(marked)]
+        assert "reading on in stretches of" in caplog.text
+        # An unfiltered scan returns every row it reads: its pages never time out.
+        assert len(list(store.scan(Scan(columns=[b"f:st"]), page_size=100))) == 400
+        store.close()
+
+
+def test_a_filtered_scan_reads_no_further_than_a_region_per_call(monkeypatch, fake_hbase):
+    import nutchy.testing.hbase_server as server_module
+
+    opened: list[tuple[bytes, bytes]] = []
+    open_scanner = server_module._HBaseHandler.scannerOpenWithScan
+
+    def recording(self, name, scan, attributes):
+        opened.append((scan.startRow, scan.stopRow))
+        return open_scanner(self, name, scan, attributes)
+
+    monkeypatch.setattr(server_module._HBaseHandler, "scannerOpenWithScan", recording)
+    with HBaseThriftServer() as server:
+        store = HBaseStore("127.0.0.1", server.port, crawl_id="regions")
+        store.create()
+        store.write([RowUpdate(b"r%d" % i, {b"mk:_gnmrk_": b"b%d" % (i % 2)}) for i in range(9)])
+        server.split_table(store.table_name, [b"r3", b"r6"])
+        batch = Scan(marker=(b"_gnmrk_", b"b1"))
+        assert [k for k, _ in store.scan(batch)] == [b"r1", b"r3", b"r5", b"r7"]
+        assert opened == [(b"", b"r3"), (b"r3", b"r6"), (b"r6", None)]
+        opened.clear()
+        assert [k for k, _ in store.scan(Scan(start=b"r4", marker=batch.marker))] == [b"r5", b"r7"]
+        assert opened == [(b"r4", b"r6"), (b"r6", None)]
+        opened.clear()
+        assert len(list(store.scan())) == 9  # no condition: every row read is returned
+        assert opened == [(b"", None)]
+        store.close()
+
+
+def test_scanner_settings_reach_the_store(hbase_address, fake_hbase):
+    host, port = hbase_address
+    settings = load_settings(
+        {
+            "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+            "NUTCH_HBASE_HOST": host,
+            "NUTCH_HBASE_PORT": port,
+            "NUTCH_STORAGE_CRAWL_ID": "caching",
+            "NUTCH_HBASE_SCANNER_CACHING": 10,
+            "NUTCH_HBASE_SCANNER_TIMEOUT": 30000,
+        },
+        project=False,
+    )
+    with open_store(settings) as store:
+        assert (store.scanner_caching, store.scanner_timeout) == (10, 30000)
+        store.create()
+        try:
+            store.write(
+                [RowUpdate(b"r%02d" % i, {b"f:st": b"\x00\x00\x00\x01"}) for i in range(45)]
+            )
+            fake_hbase.reset_stats()
+            assert len(list(store.scan(page_size=1000))) == 45
+            # One scanner, read 10 rows a call: 4 full calls and the last 5.
+            assert fake_hbase.call_counts["scannerGetList"] == 5
+            assert fake_hbase.call_counts["scannerOpenWithScan"] == 1
+        finally:
+            store.drop()
+    settings = load_settings(
+        {
+            "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+            "NUTCH_HBASE_SCANNER_TIMEOUT": 0,
+        },
+        project=False,
+    )
+    with pytest.raises(ConfigError, match="NUTCH_HBASE_SCANNER_TIMEOUT must be > 0"):
+        open_store(settings)

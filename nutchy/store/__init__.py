@@ -22,6 +22,11 @@ _HBASE_CHOICES = {
     "NUTCH_HBASE_TRANSPORT": ("buffered", "framed"),
     "NUTCH_HBASE_PROTOCOL": ("binary", "compact"),
 }
+_HBASE_POSITIVE = (
+    "NUTCH_HBASE_BATCH_BYTES",
+    "NUTCH_HBASE_SCANNER_CACHING",
+    "NUTCH_HBASE_SCANNER_TIMEOUT",
+)
 
 
 def table_name(settings: BaseSettings) -> str:
@@ -51,11 +56,9 @@ def open_store(settings: BaseSettings) -> Store:
                 raise ConfigError(
                     f"{name} must be one of {', '.join(known)}, got {settings.get(name)!r}"
                 )
-        if settings.getint("NUTCH_HBASE_BATCH_BYTES") < 1:
-            raise ConfigError(
-                "NUTCH_HBASE_BATCH_BYTES must be > 0, got"
-                f" {settings.getint('NUTCH_HBASE_BATCH_BYTES')!r}"
-            )
+        for name in _HBASE_POSITIVE:
+            if settings.getint(name) < 1:
+                raise ConfigError(f"{name} must be > 0, got {settings.getint(name)!r}")
         timeout = settings.getint("NUTCH_HBASE_TIMEOUT")
         lease = settings.getint("NUTCH_HBASE_LOCK_LEASE")
         if lease < 3 * timeout:
@@ -68,6 +71,7 @@ def open_store(settings: BaseSettings) -> Store:
                 "NUTCH_HBASE_LOCK_TIMEOUT must be >= 0 (0: no limit),"
                 f" got {settings.getint('NUTCH_HBASE_LOCK_TIMEOUT')!r}"
             )
+
         return HBaseStore(
             settings.get("NUTCH_HBASE_HOST"),
             settings.getint("NUTCH_HBASE_PORT"),
@@ -76,6 +80,8 @@ def open_store(settings: BaseSettings) -> Store:
             pool_size=settings.getint("NUTCH_HBASE_POOL_SIZE"),
             batch_size=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
             batch_bytes=settings.getint("NUTCH_HBASE_BATCH_BYTES"),
+            scanner_caching=settings.getint("NUTCH_HBASE_SCANNER_CACHING"),
+            scanner_timeout=settings.getint("NUTCH_HBASE_SCANNER_TIMEOUT"),
             transport=settings.get("NUTCH_HBASE_TRANSPORT"),
             protocol=settings.get("NUTCH_HBASE_PROTOCOL"),
             lock_timeout=settings.getint("NUTCH_HBASE_LOCK_TIMEOUT"),

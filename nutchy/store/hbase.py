@@ -33,6 +33,10 @@ How the contract maps onto HBase:
   ``mutateRowsTs`` gives all its mutations one timestamp (and applies puts before deletes, so a
   family delete in the same call would mask the new cells), hence two calls; a failure between them
   leaves the old entries beside the new ones, never a row without the family;
+- a scan with a condition goes region by region, with its own timeout per scanner call
+  (*scanner_timeout*); where a region is so sparse that one call still times out, it goes on in
+  stretches of a known number of rows (:meth:`HBaseStore._scan_range`): HBase's Thrift1
+  ``scannerGetList`` answers only when it has the rows asked for or the scan has ended;
 - :meth:`HBaseStore.splits` returns the table's regions, for region-parallel scans;
 - :meth:`HBaseStore.modify` takes no row lock: the key space is cut into :data:`MODIFY_BUCKETS`
   buckets by a stable hash of the key, and a writer holds the lease of a bucket
@@ -70,6 +74,7 @@ try:
     from Hbase_thrift import (  # type: ignore[import-not-found]  # made by happybase
         BatchMutation,
         Mutation,
+        TScan,
     )
     from Hbase_thrift import IOError as HBaseIOError
     from thriftpy2.thrift import TException
@@ -205,6 +210,19 @@ def _closed_by_server(sock: socket.socket) -> bool:
     return True
 
 
+class _TimedOut(StoreUnavailable):
+    """A call given its own timeout (a scanner's) did not get its answer in time."""
+
+
+#: How long :meth:`HBaseStore.scan` trusts the region boundaries it read, in seconds.
+_REGIONS_MAX_AGE: Final = 300.0
+#: The most rows one stretch of a sparse scan covers (the key-only call that finds its end
+#: returns that many keys).
+_MAX_STEP: Final = 10_000
+#: The filter of that key-only call: each row's first cell, without its value.
+_KEYS_ONLY: Final = b"FirstKeyOnlyFilter() AND KeyOnlyFilter()"
+
+
 class _Pool:
     """A fixed number of happybase connections shared by threads.
 
@@ -297,10 +315,11 @@ class HBaseStore:
     socket timeout in milliseconds, for connecting and for every call. *pool_size* connections are
     shared by the threads that use the store; *transport* (``buffered`` or ``framed``) and
     *protocol* (``binary`` or ``compact``) must be the server's. One ``mutateRows`` call carries
-    at most *batch_size* rows and *batch_bytes* bytes of cells. The leases of :meth:`modify` and
-    :meth:`exclusive` last *lock_lease* ms without renewal (at least three *timeout*: their
-    holder renews them every third of that); a writer waits at most *lock_timeout* ms for a
-    lease a live writer holds (0: as long as that writer renews it).
+    at most *batch_size* rows and *batch_bytes* bytes of cells. A scanner call asks for at most
+    *scanner_caching* rows and may take *scanner_timeout* ms (see :meth:`scan`). The leases of
+    :meth:`modify` and :meth:`exclusive` last *lock_lease* ms without renewal (at least three
+    *timeout*: their holder renews them every third of that); a writer waits at most
+    *lock_timeout* ms for a lease a live writer holds (0: as long as that writer renews it).
     """
 
     def __init__(
@@ -314,6 +333,8 @@ class HBaseStore:
         pool_size: int = 4,
         batch_size: int = 1000,
         batch_bytes: int = 1 << 20,
+        scanner_caching: int = 1000,
+        scanner_timeout: int = 60_000,
         transport: str = "buffered",
         protocol: str = "binary",
         lock_timeout: int = 0,
@@ -342,6 +363,10 @@ class HBaseStore:
         self.table_name = f"{crawl_id}_{table}" if crawl_id else table
         self._table_bytes = self.table_name.encode()
         self._short_name = table
+        self.scanner_caching = scanner_caching
+        self.scanner_timeout = scanner_timeout
+        #: When the region boundaries were read (time.monotonic()) and what they are.
+        self._regions: tuple[float, list[bytes]] | None = None
         self._probe()
 
         def connect() -> happybase.Connection:
@@ -384,11 +409,15 @@ class HBaseStore:
                 f" (timeout {self.timeout} ms): {exc}"
             ) from exc
 
-    def _call(self, work: Callable[[Any], T], *, retry: bool = False) -> T:
+    def _call(
+        self, work: Callable[[Any], T], *, retry: bool = False, timeout: int | None = None
+    ) -> T:
         """Run *work(connection)* on a pooled connection, turning Thrift errors into ours.
 
         With *retry* (only for work that does the same when done twice), a failure of the
-        transport is tried once more on a new connection.
+        transport is tried once more on a new connection. *timeout* (ms) replaces the socket
+        timeout of :attr:`timeout` for this work; when it is given, a timeout is not tried again
+        but raised as :class:`_TimedOut` for the caller to handle.
         """
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
@@ -403,11 +432,21 @@ class HBaseStore:
                     continue
                 raise self._error(exc) from exc
             broken = True
+            sock = _socket_of(conn) if timeout is not None else None
             try:
+                if sock is not None and timeout is not None:
+                    sock.settimeout(timeout / 1000)
                 result = work(conn)
                 broken = False
+                if sock is not None:
+                    sock.settimeout(self.timeout / 1000)
                 return result
             except _TRANSPORT_ERRORS as exc:
+                if isinstance(exc, TimeoutError) and timeout is not None:
+                    raise _TimedOut(
+                        f"the HBase Thrift server at {self.host}:{self.port} did not answer"
+                        f" within {timeout} ms"
+                    ) from exc
                 if attempt < attempts:
                     logger.debug("%s: %s; trying again on a new connection", self, _describe(exc))
                     continue
@@ -514,6 +553,15 @@ class HBaseStore:
     def scan(
         self, scan: Scan | None = None, page_size: int = 1000
     ) -> Iterator[tuple[bytes, Cells]]:
+        """Stream the rows of *scan*, *page_size* rows per lease of a connection.
+
+        A scan with a condition (a marker, a due time) is a server-side filter, and a filter that
+        matches few rows makes the server read many to fill one page. So such a scan goes region
+        by region (no call reads past a region's end), and if a call still outlasts
+        :attr:`scanner_timeout` (a huge sparse region), the rest of that region is read in
+        stretches of a known number of rows: a cheap key-only call finds where the next stretch
+        ends, then the filtered call reads only that stretch (see :meth:`_scan_range`).
+        """
         if scan is None:
             scan = Scan()
         start, stop = key_range(scan)
@@ -533,27 +581,16 @@ class HBaseStore:
         else:
             extra = set()
         filter_string = b" AND ".join(filters) if filters else None
+        if stop is not None and start >= stop:
+            return
+        ranges = self._region_ranges(start, stop) if filter_string else [(start, stop)]
         remaining = scan.limit
-        while remaining is None or remaining > 0:
-            n = page_size if remaining is None else min(page_size, remaining)
-            if stop is not None and start >= stop:
-                return
-
-            def page(conn: Any, start: bytes = start, n: int = n) -> list[tuple[bytes, Cells]]:
-                table = conn.table(self._short_name)
-                return list(
-                    table.scan(
-                        row_start=start,
-                        row_stop=stop,
-                        columns=columns,
-                        filter=filter_string,
-                        batch_size=n,
-                        limit=n,
-                    )
-                )
-
-            rows = self._call(page, retry=True)
-            for key, cells in rows:
+        if remaining is not None:
+            page_size = max(1, min(page_size, remaining))
+        for low, high in ranges:
+            for key, cells in self._scan_range(low, high, columns, filter_string, page_size):
+                if remaining is not None and remaining <= 0:
+                    return
                 cells.pop(LOCK_COLUMN, None)
                 if extra:
                     cells = {c: v for c, v in cells.items() if c not in extra}
@@ -562,9 +599,135 @@ class HBaseStore:
                 yield key, cells
                 if remaining is not None:
                     remaining -= 1
-            if len(rows) < n:
+
+    def _region_ranges(self, start: bytes, stop: bytes | None) -> list[tuple[bytes, bytes | None]]:
+        """[*start*, *stop*) cut at the table's region boundaries (read at most every
+        :data:`_REGIONS_MAX_AGE` seconds: a stale list still cuts the key space into ranges that
+        cover it, only not at the regions' current ends)."""
+        now = time.monotonic()
+        if self._regions is None or now - self._regions[0] > _REGIONS_MAX_AGE:
+            regions = self._call(lambda conn: conn.table(self._short_name).regions(), retry=True)
+            if not regions:  # a table that does not exist: the scan says so
+                return [(start, stop)]
+            self._regions = (
+                now,
+                sorted(region["start_key"] for region in regions if region["start_key"]),
+            )
+        ranges: list[tuple[bytes, bytes | None]] = []
+        low = start
+        for boundary in self._regions[1]:
+            if boundary <= low:
+                continue
+            if stop is not None and boundary >= stop:
+                break
+            ranges.append((low, boundary))
+            low = boundary
+        ranges.append((low, stop))
+        return ranges
+
+    def _scan_range(
+        self,
+        start: bytes,
+        stop: bytes | None,
+        columns: list[bytes] | None,
+        filter_string: bytes | None,
+        page_size: int,
+    ) -> Iterator[tuple[bytes, Cells]]:
+        """The rows of [*start*, *stop*), a page per call of :meth:`_page`.
+
+        While pages come back within :attr:`scanner_timeout`, each reads from where the last one
+        ended. When one does not (only a filtered scan can read many rows to return few), the
+        range goes on in stretches: :meth:`_key_after` finds the key *step* rows ahead, and the
+        page reads up to there only. A stretch that comes back within a quarter of the timeout
+        doubles *step* (up to :data:`_MAX_STEP`), one that times out quarters it; a stretch of one
+        row that times out fails the scan. Nothing is returned twice: a page that timed out
+        returned nothing.
+        """
+        step = 0  # 0: pages end where page_size rows are found, or at stop
+        while stop is None or start < stop:
+            began = time.monotonic()
+            try:
+                end = self._key_after(start, stop, step) if step else stop
+                rows = self._page(start, end, columns, filter_string, page_size)
+            except _TimedOut:
+                if filter_string is None or step == 1:
+                    raise
+                step = max(1, step // 4) if step else min(page_size, _MAX_STEP)
+                logger.info(
+                    "%s: a filtered scan from %r read for more than %d ms without filling a"
+                    " page; reading on in stretches of %d rows",
+                    self,
+                    start,
+                    self.scanner_timeout,
+                    step,
+                )
+                continue
+            yield from rows
+            if len(rows) == page_size:
+                start = rows[-1][0] + b"\x00"
+                continue
+            if end is None or end == stop:
                 return
-            start = rows[-1][0] + b"\x00"
+            start = end
+            if time.monotonic() - began < self.scanner_timeout / 4000:
+                step = min(step * 2, _MAX_STEP)
+
+    def _page(
+        self,
+        start: bytes,
+        stop: bytes | None,
+        columns: list[bytes] | None,
+        filter_string: bytes | None,
+        count: int,
+    ) -> list[tuple[bytes, Cells]]:
+        """Up to *count* rows of [*start*, *stop*) on one connection: a scanner opened, read in
+        calls of :attr:`scanner_caching` rows, each within :attr:`scanner_timeout`, and closed.
+
+        A call that fails on the transport is tried again on a new connection, except a timeout:
+        that is the scan's to handle (:meth:`_scan_range`).
+        """
+        caching = max(1, min(count, self.scanner_caching))
+        spec = TScan(
+            startRow=start,
+            stopRow=stop,
+            columns=columns,
+            caching=caching,
+            filterString=filter_string,
+        )
+
+        def work(conn: Any) -> list[tuple[bytes, Cells]]:
+            client = conn.client
+            scanner = client.scannerOpenWithScan(self._table_bytes, spec, {})
+            rows: list[tuple[bytes, Cells]] = []
+            try:
+                while len(rows) < count:
+                    wanted = min(caching, count - len(rows))
+                    results = client.scannerGetList(scanner, wanted)
+                    rows.extend(
+                        (result.row, {c: cell.value for c, cell in result.columns.items()})
+                        for result in results
+                    )
+                    if len(results) < wanted:  # HBase fills a call unless the scan has ended
+                        break
+            except _TRANSPORT_ERRORS:
+                raise  # the connection is lost, and with it the way to close the scanner
+            except BaseException:
+                with contextlib.suppress(TException):
+                    client.scannerClose(scanner)
+                raise
+            client.scannerClose(scanner)
+            return rows
+
+        return self._call(work, retry=True, timeout=self.scanner_timeout)
+
+    def _key_after(self, start: bytes, stop: bytes | None, count: int) -> bytes | None:
+        """The key just after the *count*-th row from *start* (*stop* if fewer rows are left):
+        the end of a stretch of *count* rows. A key-only call, unfiltered, so the server reads
+        exactly the rows it returns."""
+        rows = self._page(start, stop, None, _KEYS_ONLY, count)
+        if len(rows) < count:
+            return stop
+        return rows[-1][0] + b"\x00"
 
     # --- writes --------------------------------------------------------------------------------
 
