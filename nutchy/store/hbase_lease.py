@@ -324,9 +324,14 @@ class LeaseKeeper:
                 self._leases.renew(lease)
 
     def release(self, lease: Lease) -> None:
+        """Let *lease* go now. A release that fails is no failure of the work it protected,
+        which is done: the lease then expires on its own."""
         with self._lock:
             self._held.remove(lease)
-            self._leases.release(lease)
+            try:
+                self._leases.release(lease)
+            except StoreError as exc:
+                logger.warning("Could not release the lease %r: %s", lease.name, exc)
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self._leases.ttl / 3000):
