@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not skip URLs that are not normalized (NUTCH_GENERATE_NORMALISE)",
     )
+    _num_tasks(generate, "read and select the due rows: ")
     generate.set_defaults(run=_generate)
 
     readdb = _subcommand(
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         " run again.",
     )
     _batch_or_all(update)
+    _num_tasks(update, "read the pages of the batch: ")
     update.set_defaults(run=_updatedb)
 
     crawl = _subcommand(
@@ -449,7 +451,13 @@ def _generate(args: argparse.Namespace) -> int:
     batch_id = args.batch_id or new_batch_id(now, secrets.randbelow(2**31))
     with open_table(settings) as table, Progress("generate: due rows read") as bar:
         result = generate(
-            table, options, now=now, batch_id=batch_id, add_days=args.add_days, progress=bar
+            table,
+            options,
+            now=now,
+            batch_id=batch_id,
+            add_days=args.add_days,
+            progress=bar,
+            tasks=Tasks.from_settings(settings, args.num_tasks),
         )
     print(f"nutchy generate: {_generate_summary(result)}", file=sys.stderr)
     if result.undecodable:
@@ -575,7 +583,13 @@ def _updatedb(args: argparse.Namespace) -> int:
     batch_id = None if args.all else args.batch_id
     config = update_config(settings, batch_id)
     with open_table(settings) as table:
-        counts = updatedb(table, batch_id, now=_now(), config=config)
+        counts = updatedb(
+            table,
+            batch_id,
+            now=_now(),
+            config=config,
+            tasks=Tasks.from_settings(settings, args.num_tasks),
+        )
     print(
         f"nutchy updatedb: {counts.batch_pages} pages of the batch updated,"
         f" {counts.existing_targets} known and {counts.new_rows} new outlink targets"

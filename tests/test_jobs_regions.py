@@ -9,22 +9,28 @@ space by sampling. Work functions run in worker processes, so they are module-le
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nutchy.cli import main
 from nutchy.config import load_settings
+from nutchy.core.generate import GenerateConfig, Selector, merge_selections
 from nutchy.core.scoring import cash_bytes
 from nutchy.core.signature import MD5Signature
 from nutchy.core.status import CrawlStatus
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import ALL_FIELDS, WebPage
 from nutchy.exceptions import NutchError, StoreError
-from nutchy.jobs._cycle import parse_config
+from nutchy.jobs._cycle import parse_config, update_config
 from nutchy.jobs._regions import Tasks, key_ranges, run
+from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.readdb import dump, table_stats, top_scored
+from nutchy.jobs.updatedb import updatedb
 from nutchy.store import open_table
 
 NOW = 1_700_000_000_000
@@ -247,3 +253,137 @@ def test_the_command_line_takes_num_tasks(tmp_path, capsys, request):
     assert "14 already parsed" in capsys.readouterr().err
     assert main(["readdb", "-stats", "-numTasks", "0", *crawl]) == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def fill_due(table, request) -> None:
+    """60 rows over six hosts, due or not, some in an unfinished batch, with one negative score
+    (so that the embedded store selects with the general path, range by range). The best rows
+    are those of b.com and e.com, whose rows lie in two ranges each: on HBase a region boundary
+    falls inside b.com, and the embedded store's four ranges cut both."""
+    pages = []
+    for i in range(60):
+        host = "abcdef"[i // 10]
+        pages.append(
+            WebPage(
+                reverse_url(f"http://{host}.com/p{i % 10}"),
+                fetch_time=NOW + (DAY if i % 11 == 0 else -DAY),
+                fetch_interval=60,
+                score=-1.0 if i == 59 else (2 + i % 10 / 8 if host in "be" else (i * 7) % 13 / 8),
+                markers={"_gnmrk_": "old"} if i % 9 == 4 else {},
+            )
+        )
+    with table.writer() as writer:
+        for page in pages:
+            writer.put(page, ALL_FIELDS)
+    server = server_of(request, table)
+    if server is not None:
+        server.split_table(table.store.table_name, [b"com.b:http/p4", b"com.d", b"com.e:"])
+
+
+def server_of(request, table):
+    """The HBase test server that holds *table*, or ``None`` (embedded store, or a real HBase)."""
+    return request.getfixturevalue("hbase_server") if hasattr(table.store, "host") else None
+
+
+@pytest.mark.parametrize("max_count", [-1, 2])
+def test_generate_with_tasks_selects_what_one_task_selects(open_new, request, caplog, max_count):
+    one, _ = open_new()
+    several, settings_k = open_new()
+    fill_due(one, request)
+    fill_due(several, request)
+    ranges = key_ranges(several.store, 4)
+    assert len(ranges) == 4
+    assert any(start.startswith(b"com.b:") for start, _ in ranges)
+    values = {"NUTCH_GENERATE_MAX_COUNT": max_count, "NUTCH_GENERATE_COUNT_MODE": "host"}
+    options = GenerateOptions.from_settings(load_settings(values, project=False), top_n=9)
+    server = request.getfixturevalue("hbase_server") if open_new.backend == "hbase" else None
+    shipped = []
+    results = []
+    for table, tasks in ((one, None), (several, Tasks.from_settings(settings_k, 4))):
+        if server is not None:
+            server.reset_stats()
+        with caplog.at_level(logging.INFO, logger="nutchy.jobs.generate"):
+            results.append(generate(table, options, now=NOW, batch_id="b2", tasks=tasks))
+        # The embedded store's read best first meets the negative score and gives way.
+        assert ("general path" in caplog.text) == (open_new.backend == "embedded")
+        caplog.clear()
+        if server is not None:
+            shipped.append(server.rows_shipped)
+    first, second = results
+    assert second.batch_id == first.batch_id
+    assert (second.selected, second.counts.seen, second.counts.generated) == (
+        first.selected,
+        first.counts.seen,
+        first.counts.generated,
+    )
+    assert second.counts.limited == first.counts.limited
+    assert first.selected == 9
+    batches = [
+        sorted(p.url for p in table.scan(("markers",), marker=("_gnmrk_", "b2")))
+        for table in (one, several)
+    ]
+    assert batches[1] == batches[0]
+    if max_count == 2:
+        hosts = [url.split("/")[2] for url in batches[0]]
+        assert max(hosts.count(h) for h in set(hosts)) == 2
+    if server is not None:
+        assert shipped[1] == shipped[0]  # every due row read once, by one task
+
+
+def test_updatedb_with_tasks_writes_what_one_task_writes(open_new, request, tmp_path):
+    tables = []
+    for _ in range(2):
+        table, settings = open_new()
+        fill(table, request)
+        parse_batch(table, "b1", config=parse_config(settings), signature=MD5Signature())
+        tables.append((table, settings))
+    (one, _), (several, settings) = tables
+    config = update_config(settings, "b1")
+    counts_one = updatedb(one, "b1", now=NOW, config=config)
+    counts_k = updatedb(
+        several, "b1", now=NOW, config=config, tasks=Tasks.from_settings(settings, 3)
+    )
+    assert counts_k == counts_one
+    assert counts_one.batch_pages == 14 and counts_one.new_rows > 0
+    path_one, rows_one = dump(one, tmp_path / "one")
+    path_k, rows_k = dump(several, tmp_path / "k")
+    assert rows_k == rows_one
+    assert path_k.read_text() == path_one.read_text()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a.com", "x.a.com", "b.com", "b.org", "c.net", "y.c.net"]),
+            st.integers(0, 30),
+            st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, float("nan")]),
+        ),
+        max_size=40,
+        unique_by=lambda row: row[:2],
+    ),
+    cuts=st.lists(st.integers(0, 40), max_size=4),
+    top_n=st.one_of(st.none(), st.integers(1, 12)),
+    max_count=st.integers(-1, 3),
+    count_mode=st.sampled_from(["host", "domain"]),
+)
+def test_merged_range_batches_are_the_whole_tables_batch(rows, cuts, top_n, max_count, count_mode):
+    """merge_selections over the batches of any cut of the key space gives the batch one
+    Selector gives over all rows, hosts and domains spanning ranges included."""
+    config = GenerateConfig(top_n=top_n, max_count=max_count, count_mode=count_mode)
+    pages = sorted(
+        (
+            WebPage(reverse_url(f"http://{host}/p{n}"), score=score, fetch_interval=60)
+            for host, n, score in rows
+        ),
+        key=lambda page: page.key.encode(),
+    )
+    whole = Selector(config, NOW)
+    whole.add_all(pages)
+    expected = whole.result()
+    parts = []
+    for start, stop in itertools.pairwise([0, *sorted(cuts), len(pages)]):
+        selector = Selector(config, NOW)
+        selector.add_all(pages[start:stop])
+        parts.append(selector.result())
+    assert merge_selections(parts, config) == expected

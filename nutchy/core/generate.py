@@ -99,6 +99,7 @@ __all__ = [
     "batch_time",
     "generator_sort_value",
     "java_string_hash",
+    "merge_selections",
     "new_batch_id",
     "partition_for",
     "read_generate_time",
@@ -642,3 +643,42 @@ class _Walk:
                 self.full = True
                 counts.limited += len(urls) - n - 1
                 return
+
+
+def merge_selections(parts: Iterable[Iterable[Selected]], config: GenerateConfig) -> list[Selected]:
+    """The batch of a whole table from the batches of its key ranges, each selected by a
+    :class:`Selector` with *config* over one range (``nutchy generate -numTasks K``), best first.
+
+    The candidates are walked as Nutch walks them, best first, at most ``max.count`` per host or
+    domain and *topN* in all: the result is the batch one selector over the whole table gives,
+    even when a host's rows lie in several ranges. Every URL of that batch is in its range's
+    batch: of the URLs its range kept above it, those of hosts whose rows all lie in the range
+    are above it in the whole table's batch too, and a host that spans ranges can put above it
+    no more of its URLs than it has better URLs in other ranges, themselves above it in the
+    whole batch, which holds fewer than *topN* URLs above it. The walk over the union then takes
+    back exactly the whole batch: a candidate it keeps that the whole batch lacks would need its
+    host's better URLs missing from the union, and they are in the whole batch.
+
+    >>> config = GenerateConfig(top_n=2, max_count=1)
+    >>> left = [Selected("com.a:http/1", "http://a.com/1", 3.0)]  # a.com/2 (2.0) was over max.count
+    >>> right = [Selected("com.a:http/3", "http://a.com/3", 2.5), Selected("com.b:http/", "http://b.com/", 1.0)]
+    >>> [s.url for s in merge_selections([left, right], config)]
+    ['http://a.com/1', 'http://b.com/']
+    """
+    candidates = sorted(
+        (selected for part in parts for selected in part),
+        key=lambda selected: (-selected.sort_value, selected.url.encode()),
+    )
+    max_count = max(0, config.max_count)
+    per_host: dict[str, int] = {}
+    batch: list[Selected] = []
+    for selected in candidates:
+        if config.top_n is not None and len(batch) >= config.top_n:
+            break
+        if max_count:
+            host = host_key(selected.url, config.count_mode)
+            if per_host.get(host, 0) >= max_count:
+                continue
+            per_host[host] = per_host.get(host, 0) + 1
+        batch.append(selected)
+    return batch

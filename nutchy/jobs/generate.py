@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from nutchy.core.generate import (
@@ -41,6 +42,7 @@ from nutchy.core.generate import (
     Selector,
     batch_time,
     generator_sort_value,
+    merge_selections,
     partition_for,
     select_in_score_order,
 )
@@ -49,6 +51,7 @@ from nutchy.core.urls import InvalidURL, domain_of, host_of
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError
 from nutchy.jobs import _settings
+from nutchy.jobs._regions import Tasks, run
 from nutchy.store.base import Scan
 from nutchy.store.schema import (
     Cells,
@@ -225,11 +228,16 @@ def generate(
     add_days: int = 0,
     resolver: Resolver = resolve_hosts,
     progress: Progress | None = None,
+    tasks: Tasks | None = None,
 ) -> GenerateResult:
     """Select a batch due at *now* (ms) plus *add_days* days, and mark it *batch_id*.
 
     *resolver* turns host names into IP addresses in ``byIP`` mode (:func:`resolve_hosts` by
-    default). Nothing is written when nothing is selected.
+    default). Nothing is written when nothing is selected. With *tasks*, the due rows are read
+    and selected range by range in ``tasks.count`` processes and the ranges' batches merged
+    into the one a single selection gives (*options* must pickle); the embedded store's read
+    of the due rows best first, which stops when the batch is full, is one task whatever
+    *tasks* says.
 
     It holds the table's ``generate`` lock (:meth:`~nutchy.store.base.Store.exclusive`) from the
     first read to the last mark written, so generates of one table run one after the other and
@@ -245,6 +253,7 @@ def generate(
             resolver=resolver,
             progress=progress,
             still_held=still_held,
+            tasks=tasks or Tasks(),
         )
 
 
@@ -258,6 +267,7 @@ def _generate(
     resolver: Resolver,
     progress: Progress | None,
     still_held: Callable[[], None],
+    tasks: Tasks,
 ) -> GenerateResult:
     """:func:`generate`, under the generate lock; *still_held* raises if the lock was lost."""
     started = time.perf_counter()
@@ -267,22 +277,7 @@ def _generate(
     if found is not None:
         batch, counts = found
     else:
-        # The URL checks (normalization, the URL filter) cost more than everything else
-        # selection does; they are made on the batch alone, and only if the batch holds a URL
-        # they reject is the batch selected again with the checks on every candidate (see
-        # nutchy.core.generate).
-        selector = Selector(options.config, cur_time, defer_url_checks=True)
-        undecodable = _select(table, selector, progress)
-        batch = selector.result()
-        if not selector.exact:
-            logger.info(
-                "The best due rows include URLs that normalization or the URL filter rejects;"
-                " selecting again with the checks on every candidate"
-            )
-            selector = Selector(options.config, cur_time)
-            undecodable = _select(table, selector, progress)
-            batch = selector.result()
-        counts = selector.counts
+        batch, counts, undecodable = _select_due(table, options.config, cur_time, progress, tasks)
     selected_at = time.perf_counter()
     result = GenerateResult(
         batch_id,
@@ -365,10 +360,75 @@ def _scored_rows(rows: Iterator[tuple[Any, ...]], progress: Progress | None) -> 
         )
 
 
-def _select(table: WebTable, selector: Selector, progress: Progress | None) -> int:
-    """Feed the due rows of *table* to *selector*; return the rows whose cells did not decode."""
+def _select_due(
+    table: WebTable,
+    config: GenerateConfig,
+    cur_time: int,
+    progress: Progress | None,
+    tasks: Tasks,
+) -> tuple[list[Selected], GenerateCounts, int]:
+    """The batch, the counts and the undecodable rows, from the due rows of each key range of
+    *table* selected in *tasks* (the whole table in one range with one task), the ranges'
+    batches merged by :func:`~nutchy.core.generate.merge_selections`."""
+    parts = run(
+        table,
+        tasks,
+        partial(_select_range, config=config, cur_time=cur_time),
+        local=partial(_select_range, config=config, cur_time=cur_time, progress=progress),
+        on_result=None if progress is None else lambda part: progress.advance(part[1].seen),
+    )
+    if len(parts) == 1:
+        return parts[0]
+    counts = GenerateCounts()
+    for _, part_counts, _ in parts:
+        for name, value in part_counts.as_dict().items():
+            setattr(counts, name, getattr(counts, name) + value)
+    batch = merge_selections((part[0] for part in parts), config)
+    counts.limited += counts.selected - len(batch)
+    counts.selected = len(batch)
+    return batch, counts, sum(part[2] for part in parts)
+
+
+def _select_range(
+    table: WebTable,
+    settings: BaseSettings,
+    start: bytes,
+    stop: bytes | None,
+    *,
+    config: GenerateConfig,
+    cur_time: int,
+    progress: Progress | None = None,
+) -> tuple[list[Selected], GenerateCounts, int]:
+    """The batch of the due rows from *start* to *stop*, the counts, and the rows that did not
+    decode."""
+    # The URL checks (normalization, the URL filter) cost more than everything else selection
+    # does; they are made on the batch alone, and only if the batch holds a URL they reject is
+    # the batch selected again with the checks on every candidate (see nutchy.core.generate).
+    selector = Selector(config, cur_time, defer_url_checks=True)
+    undecodable = _select(table, selector, progress, start, stop)
+    batch = selector.result()
+    if not selector.exact:
+        logger.info(
+            "The best due rows include URLs that normalization or the URL filter rejects;"
+            " selecting again with the checks on every candidate"
+        )
+        selector = Selector(config, cur_time)
+        undecodable = _select(table, selector, progress, start, stop)
+        batch = selector.result()
+    return batch, selector.counts, undecodable
+
+
+def _select(
+    table: WebTable,
+    selector: Selector,
+    progress: Progress | None,
+    start: bytes = b"",
+    stop: bytes | None = None,
+) -> int:
+    """Feed the due rows of *table* from *start* to *stop* to *selector*; return the rows whose
+    cells did not decode."""
     undecodable = 0
-    scan = Scan(columns=GENERATE_COLUMNS, due_before=selector.cur_time)
+    scan = Scan(start=start, stop=stop, columns=GENERATE_COLUMNS, due_before=selector.cur_time)
     for key, cells in table.store.scan(scan, table.read_limit):
         if progress is not None:
             progress.advance()

@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.update import (
@@ -40,8 +42,13 @@ from nutchy.core.update import (
 )
 from nutchy.core.urls import InvalidURL, reverse_url
 from nutchy.core.webpage import WebPage
+from nutchy.jobs._regions import Tasks, run
 from nutchy.store.schema import RowUpdate, build_update
-from nutchy.store.table import WebTable
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+    from nutchy.store.table import WebTable
 
 logger = logging.getLogger(__name__)
 
@@ -180,11 +187,17 @@ def _shares(
     config: UpdateConfig,
     ahead: ReadAhead | None,
     counts: UpdateCounts,
+    tasks: Tasks | None = None,
 ) -> Iterable[tuple[str, _Share]]:
     """Each page of the batch with its share, in key order: from *ahead* for pages the fetch
-    answered with 304, read now for the others."""
+    answered with 304, read now for the others (range by range in *tasks* without *ahead*)."""
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
     if ahead is None or ahead.batch_id != batch_id or not ahead.shares:
+        if tasks is not None and tasks.count > 1:
+            work = partial(_range_shares, batch_id=batch_id, config=config)
+            for part in run(table, tasks, work):
+                yield from part
+            return
         keys: dict[str, str | None] = {}
         for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
             if in_batch(page, batch_id):
@@ -217,6 +230,28 @@ def _shares(
         yield key, share
 
 
+def _range_shares(
+    table: WebTable,
+    settings: BaseSettings,
+    start: bytes,
+    stop: bytes | None,
+    *,
+    batch_id: str | None,
+    config: UpdateConfig,
+) -> list[tuple[str, _Share]]:
+    """Each page of the batch from *start* to *stop* with its share, in key order (one task of
+    ``updatedb -numTasks K``)."""
+    marker = None if batch_id is None else (Mark.GENERATE, batch_id)
+    keys: dict[str, str | None] = {}
+    return [
+        (page.key, _resolve(share_cash(page, config), keys))
+        for page in table.scan(
+            SHARE_FIELDS, start=start, stop=stop, marker=marker, skip_errors=True
+        )
+        if in_batch(page, batch_id)
+    ]
+
+
 #: What the read after the fetch needs to know of every page when the first read was done ahead.
 _STATUS_FIELDS = ("status", "markers")
 
@@ -228,13 +263,16 @@ def updatedb(
     now: int,
     config: UpdateConfig,
     ahead: ReadAhead | None = None,
+    tasks: Tasks | None = None,
 ) -> UpdateCounts:
     """Update the table with the batch *batch_id* (every generated row for ``None``) at *now*.
 
     *config*'s ``batch_id`` is set from *batch_id*. The inlinks of the batch are held in memory
     until they are written (one entry per outlink of the batch). *ahead*, read by
     :func:`read_ahead` for this batch, saves reading again the pages the fetch answered with 304
-    (it is used up: its shares are emptied).
+    (it is used up: its shares are emptied). Without it, *tasks* reads the pages of the batch and
+    their shares range by range in ``tasks.count`` processes (*config* must pickle); the rows
+    are then written from here.
     """
     if config.batch_id != batch_id:
         config = UpdateConfig(
@@ -252,7 +290,7 @@ def updatedb(
     # it does not keep.
     received = contributions.get
     invalid = 0
-    for source, (inlinks, gave) in _shares(table, batch_id, config, ahead, counts):
+    for source, (inlinks, gave) in _shares(table, batch_id, config, ahead, counts, tasks):
         given[source] = gave
         for key, inlink in inlinks:
             if key is None:
