@@ -138,6 +138,18 @@ class FetchSettings:
         thread per queue, ``fetcher.server.min.delay`` for more."""
         return self.server_delay if self.threads_per_queue == 1 else self.server_min_delay
 
+    @property
+    def queue_room(self) -> int:
+        """How many rows of one queue the fetch holds in memory at most:
+        ``fetcher.threads.per.queue * fetcher.queue.depth.multiplier``."""
+        return self.threads_per_queue * self.depth_multiplier
+
+    @property
+    def capacity(self) -> int:
+        """How many rows the fetch holds in memory at most (Nutch's feeder capacity):
+        ``CONCURRENT_REQUESTS * fetcher.queue.depth.multiplier``, at least one queue's room."""
+        return max(self.concurrency * self.depth_multiplier, self.queue_room)
+
     def crawl_delay(self, robots_delay: float) -> float:
         """The delay of a queue whose robots.txt asks for *robots_delay* seconds: at least
         ``fetcher.min.crawl.delay``."""

@@ -1,19 +1,15 @@
 """The fetch's Scrapy scheduler: a batch of the web table, fetched politely, outcomes written.
 
-:class:`NutchScheduler` is Nutch's ``FetcherReducer`` on Scrapy. It streams the rows of one batch
-from the table, keeps them in one queue per host, domain or IP (``fetcher.queue.mode``), hands
-the engine a request only when a queue may start one, and writes what each fetch gave.
+:class:`NutchScheduler` is Nutch's ``FetcherReducer`` on Scrapy. It keeps the rows of the batch
+it is about to fetch in one queue per host, domain or IP (``fetcher.queue.mode``), hands the
+engine a request only when a queue may start one, and has what each fetch gave written. Three
+components of their own do the rest, each usable without a crawler:
 
-Reading
-    Rows are read in a thread, never on the reactor, a page at a time, and only the few columns a
-    fetch needs (:data:`FETCH_COLUMNS`). Memory holds at most ``CONCURRENT_REQUESTS *
-    fetcher.queue.depth.multiplier`` rows, and at most ``fetcher.threads.per.queue * …multiplier``
-    of one queue, whatever the size of the batch. Rows come in key order, so all the rows of a host
-    come together: when a host's queue is full, the reader notes where that host's rows resume
-    and jumps past them, so the next hosts get their turn; the host is read again, from the noted
-    key, when its queue runs low. (Nutch shuffles the whole batch in its MapReduce sort instead.)
-    ``-a resume=true`` skips rows that have a fetch mark, ``-a partition=k/K`` keeps the rows
-    generate put in partition *k* (``mtdt:_npt_``; computed from the host when a row has none).
+- a :class:`~nutchy.frontier.Frontier` brings the rows of the batch
+  (:class:`~nutchy.frontier.LocalFrontier` reads them from the web table);
+- the :class:`~nutchy.outcomes.OutcomeWriter` writes the outcomes to the table in batches;
+- the :class:`~nutchy.rounds.RoundDriver` ends each batch (the parse and updatedb pipelines
+  act then) and, without ``-a batch``, generates the next ones.
 
 Politeness
     A queue has at most ``fetcher.threads.per.queue`` requests in flight, and starts the next one
@@ -30,12 +26,8 @@ Politeness
     robots.txt answering 5xx holds the queue for ``http.robots.503.defer.visits.delay``.
 
 Writing
-    Each outcome's row update (built by :class:`~nutchy.middlewares.NutchFetchMiddleware`) is
-    buffered and written in a thread every ``NUTCH_FETCHER_FLUSH_SIZE`` outcomes, at least every
-    ``NUTCH_FETCHER_FLUSH_INTERVAL`` seconds, and on close. Requests stop being released while
-    twice the flush size waits, so a crawl killed at any moment loses at most ``2 *
-    NUTCH_FETCHER_FLUSH_SIZE + CONCURRENT_REQUESTS`` outcomes (those received but unwritten, and
-    those in flight); their rows keep no fetch mark and ``-a resume=true`` fetches them again.
+    Requests stop being released while twice ``NUTCH_FETCHER_FLUSH_SIZE`` outcomes wait to be
+    written (see :mod:`nutchy.outcomes` for what a crash loses).
 
 Time limit
     After ``fetcher.timelimit.mins`` (``-a timelimit=MIN``) no request is released any more; the
@@ -44,37 +36,28 @@ Time limit
 
 The end of a batch, and rounds
     When the crawl goes idle, every row of the batch has ended: the scheduler writes the last
-    outcomes, then sends :data:`~nutchy._fetch.batch_fetched` and
-    :data:`~nutchy._fetch.batch_parsed` and waits for their handlers (the parse pipeline writes
-    what it holds; :class:`~nutchy.pipelines.NutchDbUpdatePipeline` runs updatedb on a complete
-    batch). Without ``-a batch``, the scheduler generates its batches itself (``-a topN=M``) and
-    goes on for ``-a rounds=N`` rounds, until generate selects nothing or a ``STOP`` file appears
-    in ``NUTCH_CRAWL_DIR``; the fetch queues, and their politeness, carry over from one round to
-    the next.
+    outcomes, then the round driver ends the batch and, without ``-a batch``, generates the next
+    one; the fetch queues, and their politeness, carry over from one round to the next.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import logging
-import secrets
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.asyncio import call_later, create_looping_call, run_in_thread
+from scrapy.utils.asyncio import call_later, run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from nutchy._fetch import (
-    ALL_BATCHES,
     META_CHAIN,
     META_CRAWL_DELAY,
     META_DEFER,
@@ -84,57 +67,41 @@ from nutchy._fetch import (
     META_QUEUE,
     FetchJob,
     FetchSettings,
-    batch_fetched,
-    batch_parsed,
     fetch_finished,
 )
 from nutchy.core.fetch import (
     FetchEntry,
     FetchOutcome,
-    entry_from_page,
     exception_status,
     fetch_change,
-    queue_id,
 )
-from nutchy.core.generate import new_batch_id, partition_for
-from nutchy.core.urls import InvalidURL, domain_of, host_of, reverse_url
-from nutchy.exceptions import CellDecodeError, NutchError, StoreError
+from nutchy.exceptions import NutchError, StoreError
+from nutchy.frontier import FETCH_COLUMNS, LocalFrontier
 from nutchy.jobs import _settings
-from nutchy.jobs.generate import GenerateOptions, generate
+from nutchy.jobs.generate import GenerateOptions
+from nutchy.outcomes import OutcomeWriter
+from nutchy.rounds import RoundDriver
 from nutchy.store import open_table
-from nutchy.store.base import Scan, prefix_stop
-from nutchy.store.schema import RowUpdate, build_update, decode_page
+from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Self
 
     from scrapy.core.downloader import Downloader
     from scrapy.core.scheduler import BaseScheduler
     from scrapy.crawler import Crawler
-    from scrapy.signalmanager import SignalManager
     from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
+    from nutchy.frontier import Frontier
     from nutchy.store.table import WebTable
 
 __all__ = ["FETCH_COLUMNS", "NutchScheduler"]
 
 logger = logging.getLogger(__name__)
-
-#: The columns the fetch reads of each row of the batch.
-FETCH_COLUMNS: Final = (
-    b"f:ts",
-    b"f:mod",
-    b"f:rpr",
-    b"h:ETag",
-    b"mk:_gnmrk_",
-    b"mk:_ftcmrk_",
-    b"mtdt:_npt_",
-)
-#: The WebPage fields those columns fill.
-_FETCH_FIELDS: Final = ("fetch_time", "modified_time", "repr_url", "headers", "markers", "metadata")
 
 _Item = tuple[FetchEntry, "dict[str, Any] | None"]
 
@@ -144,7 +111,7 @@ _Item = tuple[FetchEntry, "dict[str, Any] | None"]
 
 @dataclass(eq=False, slots=True)
 class _Queue:
-    """One fetch queue: its rows in memory, its politeness, and where its rows resume."""
+    """One fetch queue: its rows in memory and its politeness."""
 
     id: str
     delay: float
@@ -159,228 +126,9 @@ class _Queue:
     dropped: bool = False
     backoff: int = 0
     defers: int = 0
-    #: key prefixes of hosts whose unread rows wait for room in this queue
-    hosts: set[bytes] = field(default_factory=set)
 
     def can_release(self) -> bool:
         return bool(self.entries) and self.inflight < self.threads and not self.dropped
-
-
-# --- reading, in a thread ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What one read should bring: rows of the hosts in *hosts* (key prefix → the key their
-    rows resume at, and the queue they waited for) first,
-    then rows from the batch cursor *main* (``None``: none), at most *budget* rows in all and at
-    most the *room* of each queue (*default_room* for a queue not in it)."""
-
-    hosts: dict[bytes, tuple[bytes, str]]
-    main: bytes | None
-    budget: int
-    room: dict[str, int]
-    default_room: int
-    dropped: frozenset[str]
-    #: rows already fetched in this crawl as followed redirects (they joined the batch)
-    followed: frozenset[str] = frozenset()
-
-
-@dataclass(slots=True)
-class _Read:
-    """What one read brought: *items* by queue, the batch cursor after it (``None``: the batch
-    is read), where each host read resumes (``None``: the host is read; the queue it waits for
-    otherwise), and what was skipped."""
-
-    items: list[tuple[str, FetchEntry]] = field(default_factory=list)
-    main: bytes | None = None
-    hosts: dict[bytes, tuple[bytes, str] | None] = field(default_factory=dict)
-    rows: int = 0
-    resumed: int = 0
-    other_partition: int = 0
-    unresolved: int = 0
-    undecodable: int = 0
-    dropped: int = 0
-
-
-class _Reader:
-    """Reads the rows of a fetch job from the table. Its methods block and run in a thread, one
-    at a time; they touch nothing the reactor uses."""
-
-    def __init__(
-        self,
-        table: WebTable,
-        job: FetchJob,
-        settings: FetchSettings,
-        *,
-        resume: bool,
-        partition_mode: str,
-        partition_seed: int,
-    ) -> None:
-        self.table = table
-        self.job = job
-        self.settings = settings
-        self.resume = resume
-        self.partition_mode = partition_mode
-        self.partition_seed = partition_seed
-        self.marker = (
-            None
-            if job.batch_id in (None, ALL_BATCHES)
-            else (b"_gnmrk_", job.batch_id.encode("utf-8"))
-        )
-        self.addresses: dict[str, str | None] = {}
-        self.followed: frozenset[str] = frozenset()
-
-    def read(self, plan: _Plan) -> _Read:
-        result = _Read(main=plan.main)
-        self.followed = plan.followed
-        room = dict(plan.room)
-        budget = plan.budget
-        for prefix, record in plan.hosts.items():
-            if budget <= 0:
-                result.hosts[prefix] = record  # not read this time
-                continue
-            budget = self._scan(Scan(start=record[0], prefix=prefix), room, plan, budget, result)
-        # The batch cursor: each scan ends at the budget, at the end of the batch, or at a host
-        # whose queue is full, past which the next scan starts.
-        while result.main is not None and budget > 0:
-            budget = self._scan(Scan(start=result.main), room, plan, budget, result, main=True)
-        return result
-
-    def _scan(
-        self,
-        scan: Scan,
-        room: dict[str, int],
-        plan: _Plan,
-        budget: int,
-        result: _Read,
-        *,
-        main: bool = False,
-    ) -> int:
-        """Take rows of *scan* while the budget and the queues' room allow; return the budget
-        left. For the main cursor, a full queue makes the scan jump past the row's host."""
-        host_scan = not main
-        rows = self.table.store.scan(
-            Scan(
-                start=scan.start,
-                prefix=scan.prefix,
-                columns=FETCH_COLUMNS,
-                marker=self.marker,
-            ),
-            min(self.table.read_limit, max(budget, 16)),
-        )
-        try:
-            for key, cells in rows:
-                result.rows += 1
-                entry, queue = self._entry(key, cells, result)
-                if queue is None or entry is None:
-                    if main:
-                        result.main = key + b"\x00"
-                    continue
-                if queue in plan.dropped:
-                    result.dropped += 1
-                    if main:
-                        result.main = key + b"\x00"
-                    continue
-                if room.get(queue, plan.default_room) <= 0:
-                    prefix = key[: key.index(b":") + 1] if b":" in key else key
-                    if host_scan:
-                        result.hosts[scan.prefix] = (key, queue)
-                    else:
-                        # The host's queue is full: note where its rows resume, skip the rest.
-                        result.hosts[prefix] = (key, queue)
-                        result.main = prefix_stop(prefix)
-                    return budget
-                room[queue] = room.get(queue, plan.default_room) - 1
-                result.items.append((queue, entry))
-                budget -= 1
-                if main:
-                    result.main = key + b"\x00"
-                if budget <= 0:
-                    if host_scan:
-                        result.hosts[scan.prefix] = (key + b"\x00", queue)
-                    return budget
-        finally:
-            close = getattr(rows, "close", None)
-            if close is not None:
-                close()
-        # The scan ran out: the host, or the batch, is read.
-        if host_scan:
-            result.hosts[scan.prefix] = None
-        else:
-            result.main = None
-        return budget
-
-    def _entry(
-        self, key: bytes, cells: dict[bytes, bytes], result: _Read
-    ) -> tuple[FetchEntry | None, str | None]:
-        try:
-            entry = entry_from_page(decode_page(key, cells, _FETCH_FIELDS))
-        except (CellDecodeError, InvalidURL) as exc:
-            result.undecodable += 1
-            logger.warning("Skipped row %r: %s", key, exc)
-            return None, None
-        if entry is None:  # not generated: only with -all
-            return None, None
-        if entry.key in self.followed:
-            return None, None
-        if self.resume and entry.fetched:
-            result.resumed += 1
-            return None, None
-        if self.job.partition is not None and self._partition(entry) != self.job.partition:
-            result.other_partition += 1
-            return None, None
-        queue = self.queue_of(entry.url)
-        if queue is None:
-            result.unresolved += 1
-        return entry, queue
-
-    def _partition(self, entry: FetchEntry) -> int:
-        if entry.partition is not None:
-            return entry.partition
-        # A row generated by Nutch carries no partition: compute it as generate does.
-        try:
-            key = domain_of(entry.url) if self.partition_mode == "byDomain" else host_of(entry.url)
-        except InvalidURL:
-            key = entry.url
-        return partition_for(key, self.job.partitions, self.partition_seed)
-
-    def queue_of(self, url: str) -> str | None:
-        """The queue of *url*, or ``None`` when its host does not resolve (``byIP``), in which
-        case Nutch drops the URL."""
-        mode = self.settings.queue_mode
-        try:
-            if mode != "byIP":
-                return queue_id(url, mode)
-            host = host_of(url)
-        except InvalidURL:
-            return None
-        if host not in self.addresses:
-            try:
-                info = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-                self.addresses[host] = str(info[0][4][0])
-            except (OSError, UnicodeError):
-                self.addresses[host] = None
-        address = self.addresses[host]
-        return None if address is None else queue_id(url, mode, address)
-
-    def lookup(self, url: str, batch_id: str) -> tuple[str | None, FetchEntry, bool]:
-        """The queue and entry of a followed redirect's target, and whether its row is new."""
-        key = reverse_url(url)
-        cells = self.table.store.get(key.encode("utf-8"), FETCH_COLUMNS)
-        page = None if cells is None else decode_page(key.encode("utf-8"), cells, _FETCH_FIELDS)
-        entry = FetchEntry(key, url, batch_id)
-        if page is not None:
-            entry = FetchEntry(
-                key,
-                url,
-                batch_id,
-                fetch_time=page.fetch_time,
-                modified_time=page.modified_time,
-                etag=page.headers.get("ETag") or None,
-                repr_url=page.repr_url,
-            )
-        return self.queue_of(url), entry, page is None
 
 
 # --- the downloader ------------------------------------------------------------------------------
@@ -425,18 +173,18 @@ class _Summary:
     read: int = 0
     released: int = 0
     outcomes: int = 0
-    written: int = 0
-    lost: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
 
 
 class NutchScheduler:
-    """Fetches one batch of the web table (see the module docstring).
+    """Fetches the batches of the web table (see the module docstring).
 
     *job* says which rows (``None``: the spider is not nutchy's, and every call goes to
     *fallback*, Scrapy's own scheduler). *table* opens the web table (called in a thread when the
-    spider opens). *downloader* gives access to the slots of the queues, *crawl* hands the engine a
-    request (the engine then asks for more), and *stats* is the crawler's.
+    spider opens); *frontier* and *rounds* build the :class:`~nutchy.frontier.Frontier` and the
+    :class:`~nutchy.rounds.RoundDriver` on the open table. *downloader* gives access to the slots
+    of the queues, *crawl* hands the engine a request (the engine then asks for more),
+    *close_spider* ends the crawl with a reason, and *stats* is the crawler's.
     """
 
     def __init__(
@@ -446,16 +194,12 @@ class NutchScheduler:
         *,
         table: Callable[[], WebTable],
         stats: StatsCollector,
+        frontier: Callable[[WebTable], Frontier] | None = None,
+        rounds: Callable[[WebTable], RoundDriver] | None = None,
         downloader: _DownloaderSlots | None = None,
         crawl: Callable[[Request], None] | None = None,
-        partition_mode: str = "byHost",
-        partition_seed: int = 0,
         fallback: BaseScheduler | None = None,
-        signal_manager: SignalManager | None = None,
         close_spider: Callable[[str], object] | None = None,
-        generate_options: GenerateOptions | None = None,
-        stop_file: Path | None = None,
-        updates: bool = True,
     ) -> None:
         self.job = job
         self.settings = settings
@@ -464,15 +208,19 @@ class NutchScheduler:
         self._slots = downloader
         self._crawl = crawl
         self._fallback = fallback
-        self._partition_mode = partition_mode
-        self._partition_seed = partition_seed
         self._resume = settings.resume if job is None or job.resume is None else job.resume
         limit = (
             settings.time_limit_mins if job is None or job.time_limit is None else job.time_limit
         )
         self._time_limit = limit if limit is not None and limit >= 0 else None
+        self._per_queue = settings.queue_room
+        self._capacity = settings.capacity
+        self._make_frontier = frontier or self._local_frontier
+        self._make_rounds = rounds or (lambda table: RoundDriver(table, stats=stats))
         self._table: WebTable | None = None
-        self._reader: _Reader | None = None
+        self._frontier: Frontier | None = None
+        self._rounds: RoundDriver | None = None
+        self._writer: OutcomeWriter | None = None
         # queues
         self._queues: dict[str, _Queue] = {}
         self._ready: deque[_Queue] = deque()
@@ -482,37 +230,19 @@ class NutchScheduler:
         self._queued = 0
         self._released: dict[int, tuple[FetchEntry, _Queue]] = {}
         self._other: deque[Request] = deque()
-        self._per_queue = settings.threads_per_queue * settings.depth_multiplier
-        self._capacity = max(settings.concurrency * settings.depth_multiplier, self._per_queue)
-        # reading (no cursor until a batch starts)
-        self._cursor: bytes | None = None
-        self._hosts: dict[bytes, tuple[bytes, str]] = {}
-        self._needy: set[_Queue] = set()
+        # reading
         self._reading = False
+        self._read_call: Deferred[list[tuple[str, FetchEntry]]] | None = None
         self._follows = 0
-        self._followed: set[str] = set()
         self._starved = False
         self._stopped = False
         self._deadline: float | None = None
-        # writing
-        self._pending: list[RowUpdate] = []
-        self._flushing = 0
-        self._flush_done: Deferred[None] | None = None
-        self._flush_loop: Any = None
-        self._read_call: Deferred[_Read] | None = None
         self._deadline_call: Any = None
-        self._put_error_logged = False
         self._summary = _Summary()
         self._started = 0.0
         # the end of a batch, and rounds
-        self._signals = signal_manager
         self._close_spider = close_spider
-        self._generate_options = generate_options
-        self._stop_file = stop_file
-        # whether the crawl updates the batches it fetches whole (NUTCH_FETCHER_UPDATEDB)
-        self._updates = updates
         self._phase = "fetching"  # then "wrapping" (the batch ended), "done" (nothing more)
-        self._round = 0
         self._wrap_up_call: Deferred[None] | None = None
         self._closing = False
         self._stop_reason = ""
@@ -533,29 +263,51 @@ class NutchScheduler:
                 fallback=Scheduler.from_crawler(crawler),
             )
         engine = crawler.engine
+        stats = crawler.stats
+        assert stats is not None
+        fetch_settings = FetchSettings.from_settings(settings)
         generate_options = None
         if job.generates:
             generate_options = GenerateOptions.from_settings(settings, top_n=job.top_n)
+        partition_mode = _settings.get_choice(
+            settings, "NUTCH_PARTITION_URL_MODE", ("byHost", "byDomain", "byIP")
+        )
+        partition_seed = _settings.get_int(settings, "NUTCH_PARTITION_URL_SEED")
+        resume = fetch_settings.resume if job.resume is None else job.resume
+
+        def frontier(table: WebTable) -> Frontier:
+            return LocalFrontier(
+                table,
+                fetch_settings,
+                stats=stats,
+                resume=resume,
+                partition_mode=partition_mode,
+                partition_seed=partition_seed,
+            )
+
+        def rounds(table: WebTable) -> RoundDriver:
+            return RoundDriver(
+                table,
+                stats=stats,
+                signals=crawler.signals,
+                generate_options=generate_options,
+                stop_file=Path(settings.get("NUTCH_CRAWL_DIR") or ".") / "STOP",
+                updates=_settings.get_bool(settings, "NUTCH_FETCHER_UPDATEDB"),
+            )
 
         def close_spider(reason: str) -> object:
             return deferred_from_coro(engine.close_spider_async(reason=reason))
 
         scheduler = cls(
             job,
-            FetchSettings.from_settings(settings),
+            fetch_settings,
             table=lambda: open_table(settings),
-            stats=crawler.stats,
+            stats=stats,
+            frontier=frontier,
+            rounds=rounds,
             downloader=_DownloaderSlots(engine.downloader),
             crawl=engine.crawl,
-            partition_mode=_settings.get_choice(
-                settings, "NUTCH_PARTITION_URL_MODE", ("byHost", "byDomain", "byIP")
-            ),
-            partition_seed=_settings.get_int(settings, "NUTCH_PARTITION_URL_SEED"),
-            signal_manager=crawler.signals,
             close_spider=close_spider,
-            generate_options=generate_options,
-            stop_file=Path(settings.get("NUTCH_CRAWL_DIR") or ".") / "STOP",
-            updates=_settings.get_bool(settings, "NUTCH_FETCHER_UPDATEDB"),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
@@ -566,6 +318,14 @@ class NutchScheduler:
                 scheduler._reached_downloader, signal=signals.request_reached_downloader
             )
         return scheduler
+
+    def _local_frontier(self, table: WebTable) -> Frontier:
+        return LocalFrontier(
+            table,
+            self.settings,
+            stats=self.stats,
+            resume=self._resume,
+        )
 
     # --- the scheduler interface -----------------------------------------------------------------
 
@@ -587,7 +347,7 @@ class NutchScheduler:
             or self._other
             or self._reading
             or self._follows
-            or (not self._stopped and (self._cursor is not None or self._hosts))
+            or (not self._stopped and self._frontier is not None and self._frontier.more())
         )
 
     def enqueue_request(self, request: Request) -> bool:
@@ -689,8 +449,8 @@ class NutchScheduler:
     def _take(self, queue: _Queue, now: float) -> Request | None:
         entry, extra = queue.entries.popleft()
         self._queued -= 1
-        if len(queue.entries) * 2 < self._per_queue and queue.hosts:
-            self._needy.add(queue)
+        if len(queue.entries) * 2 < self._per_queue and self._frontier is not None:
+            self._frontier.low(queue.id)
         meta: dict[str, Any] = {META_ENTRY: entry, META_QUEUE: queue.id, "download_slot": queue.id}
         if extra:
             meta.update(extra)
@@ -699,7 +459,7 @@ class NutchScheduler:
         except ValueError as exc:  # a URL Scrapy refuses: recorded like a failed fetch
             outcome = FetchOutcome(exception_status("invalid url", str(exc)))
             change = fetch_change(entry, outcome, now=_now_ms())
-            self._record(outcome, build_update(entry.key, *change))
+            self._record(entry, outcome, build_update(entry.key, *change))
             self._schedule(queue, now)
             return None
         queue.inflight += 1
@@ -727,9 +487,8 @@ class NutchScheduler:
         dropped = len(queue.entries)
         self._queued -= dropped
         queue.entries.clear()
-        for prefix in queue.hosts:
-            self._hosts.pop(prefix, None)
-        queue.hosts.clear()
+        if self._frontier is not None:
+            self._frontier.drop(queue.id)
         self.stats.inc_value(f"nutch/fetch/queue_dropped/{reason}")
         self.stats.inc_value("nutch/fetch/left_for_later", dropped)
         logger.warning(
@@ -751,10 +510,9 @@ class NutchScheduler:
         self._stop_reason = reason
         for queue in self._queues.values():
             queue.entries.clear()
-            queue.hosts.clear()
         self._queued = 0
-        self._hosts.clear()
-        self._cursor = None
+        if self._frontier is not None:
+            self._frontier.stop()
         self._ready.clear()
         self._soft.clear()
         self._hard.clear()
@@ -798,8 +556,10 @@ class NutchScheduler:
                 self._slots.finished(request.meta["download_slot"], queue.delay, queue.threads)
             self._throttle(queue, now, retry_after, throttled)
             self._schedule(queue, now)
-        if outcome is not None and update is not None:
-            self._record(outcome, update)
+            if not queue.entries and not queue.inflight and self._frontier is not None:
+                self._frontier.idle(queue.id, max(queue.ready_at, queue.blocked_until) - now)
+        if outcome is not None and update is not None and entry is not None:
+            self._record(entry, outcome, update)
         elif outcome is None:
             self.stats.inc_value("nutch/fetch/dropped_by_other")
 
@@ -825,75 +585,39 @@ class NutchScheduler:
     # --- reading --------------------------------------------------------------------------------
 
     def _maybe_read(self) -> None:
-        if self._reading or self._stopped or self._reader is None:
+        frontier = self._frontier
+        if self._reading or self._stopped or frontier is None:
             return
         budget = self._capacity - self._queued
-        if budget <= 0:
+        if budget <= 0 or not frontier.wants(self._queued):
             return
-        hosts: dict[bytes, tuple[bytes, str]] = {}
-        for queue in list(self._needy):
-            self._needy.discard(queue)
-            if queue.dropped or len(queue.entries) * 2 >= self._per_queue:
-                continue
-            for prefix in list(queue.hosts):
-                record = self._hosts.pop(prefix, None)
-                queue.hosts.discard(prefix)
-                if record is not None:
-                    hosts[prefix] = record
-        main = self._cursor if self._queued * 2 < self._capacity else None
-        if not hosts and main is None:
-            return
-        plan = _Plan(
-            hosts=hosts,
-            main=main,
-            budget=budget,
-            room={q.id: self._per_queue - len(q.entries) for q in self._queues.values()},
-            default_room=self._per_queue,
-            dropped=frozenset(q.id for q in self._queues.values() if q.dropped),
-            followed=frozenset(self._followed),
-        )
+        room = {q.id: self._per_queue - len(q.entries) for q in self._queues.values()}
         self._reading = True
-        self._read_call = d = deferred_from_coro(run_in_thread(self._reader.read, plan))
-        d.addCallbacks(self._read_done, self._read_failed, callbackArgs=(plan,))
+        self._read_call = d = deferred_from_coro(frontier.read(budget, room))
+        d.addCallbacks(self._read_done, self._read_failed)
 
-    def _read_done(self, result: _Read, plan: _Plan) -> None:
+    def _read_done(self, items: list[tuple[str, FetchEntry]]) -> None:
         self._reading = False
-        now = time.monotonic()
-        summary = self._summary
-        summary.read += len(result.items)
-        stats = self.stats
-        stats.inc_value("nutch/fetch/rows_read", result.rows)
-        for name in ("resumed", "other_partition", "unresolved", "undecodable", "dropped"):
-            count = getattr(result, name)
-            if count:
-                stats.inc_value(f"nutch/fetch/skipped/{name}", count)
-        if self._stopped:
-            return
-        touched: set[_Queue] = set()
-        for queue_key, entry in result.items:
-            queue = self._queue(queue_key)
-            if self._push(queue, (entry, None)):
-                touched.add(queue)
-        if plan.main is not None:
-            self._cursor = result.main
-        for prefix, record in result.hosts.items():
-            if record is None:
-                continue
-            start, queue_key = record
-            queue = self._queue(queue_key)
-            if queue.dropped:
-                continue
-            self._hosts[prefix] = (start, queue_key)
-            queue.hosts.add(prefix)
-            if len(queue.entries) * 2 < self._per_queue:
-                self._needy.add(queue)
-        for queue in touched:
-            self._schedule(queue, now)
-        stats.max_value("nutch/fetch/queues", len(self._queues))
-        stats.max_value("nutch/fetch/queued_max", self._queued)
+        self._deliver(items)
         if self._starved:
             self._poke()
         self._maybe_read()
+
+    def _deliver(self, items: list[tuple[str, FetchEntry]]) -> None:
+        """Put the rows a read brought in their queues."""
+        self._summary.read += len(items)
+        if self._stopped:
+            return
+        now = time.monotonic()
+        touched: set[_Queue] = set()
+        for queue_key, entry in items:
+            queue = self._queue(queue_key)
+            if self._push(queue, (entry, None)):
+                touched.add(queue)
+        for queue in touched:
+            self._schedule(queue, now)
+        self.stats.max_value("nutch/fetch/queues", len(self._queues))
+        self.stats.max_value("nutch/fetch/queued_max", self._queued)
 
     def _read_failed(self, failure: Failure) -> None:
         self._reading = False
@@ -918,12 +642,11 @@ class NutchScheduler:
         """Queue a followed redirect, once its target's row is read."""
         target, batch_id = request.meta[META_FOLLOW]
         chain = request.meta.get(META_CHAIN)
-        if self._reader is None or self._stopped:
+        frontier = self._frontier
+        if frontier is None or self._stopped:
             return
         self._follows += 1
-        # Its row joins the batch: the batch cursor must not fetch it a second time.
-        self._followed.add(reverse_url(target))
-        d = deferred_from_coro(run_in_thread(self._reader.lookup, target, batch_id))
+        d = deferred_from_coro(frontier.lookup(target, batch_id))
 
         def found(result: tuple[str | None, FetchEntry, bool]) -> None:
             self._follows -= 1
@@ -968,7 +691,7 @@ class NutchScheduler:
 
     # --- writing --------------------------------------------------------------------------------
 
-    def _record(self, outcome: FetchOutcome, update: RowUpdate) -> None:
+    def _record(self, entry: FetchEntry, outcome: FetchOutcome, update: RowUpdate) -> None:
         summary = self._summary
         summary.outcomes += 1
         name = outcome.status.name
@@ -981,60 +704,24 @@ class NutchScheduler:
             stats.inc_value("nutch/fetch/bytes", len(outcome.content))
         if outcome.truncated:
             stats.inc_value("nutch/fetch/truncated")
-        self._pending.append(update)
-        if len(self._pending) >= self.settings.flush_size:
-            self._flush()
+        assert self._writer is not None
+        self._writer.add(update, entry)
 
     def _backlogged(self) -> bool:
-        return len(self._pending) + self._flushing >= 2 * self.settings.flush_size
+        return self._writer is not None and self._writer.backlogged()
 
-    def _flush(self) -> None:
-        if self._flushing or not self._pending or self._table is None:
-            return
-        batch, self._pending = self._pending, []
-        self._flushing = len(batch)
-        d = deferred_from_coro(run_in_thread(self._table.write, batch))
-        d.addCallbacks(
-            self._flushed,
-            self._flush_failed,
-            callbackArgs=(len(batch),),
-            errbackArgs=(len(batch),),
-        )
+    def _written(self, entries: Sequence[FetchEntry]) -> None:
+        if self._frontier is not None:
+            self._frontier.written(entries)
+        if self._starved and not self._backlogged():
+            self._poke()
 
-    def _flushed(self, _: object, count: int) -> None:
-        self._flushing = 0
-        self._summary.written += count
-        self.stats.inc_value("nutch/fetch/written", count)
-        self._after_flush()
-
-    def _flush_failed(self, failure: Failure, count: int) -> None:
-        self._flushing = 0
-        self._summary.lost += count
-        self.stats.inc_value("nutch/store/put_error", count)
-        if not self._put_error_logged:
-            self._put_error_logged = True
-            logger.error(
-                "Cannot write %(n)d fetch outcomes (their rows are left for -a resume=true):"
-                " %(error)s; the fetch stops taking URLs",
-                {"n": count, "error": failure.getErrorMessage()},
-                # a store's error names what failed; a traceback is for anything else
-                exc_info=None if isinstance(failure.value, StoreError) else failure.value,
-            )
+    def _write_failed(self) -> None:
         if not self._stopped:
             # Every page fetched from now on would be fetched for nothing, and fetched again
             # by the resume: stop asking the hosts for more.
             self.stats.inc_value("nutch/fetch/stopped_by_write_error", self._queued)
             self._halt("a write error")
-        self._after_flush()
-
-    def _after_flush(self) -> None:
-        done, self._flush_done = self._flush_done, None
-        if len(self._pending) >= self.settings.flush_size:
-            self._flush()
-        if done is not None:
-            done.callback(None)
-        if self._starved and not self._backlogged():
-            self._poke()
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -1042,34 +729,31 @@ class NutchScheduler:
         assert self.job is not None
         table = await run_in_thread(self._open_checked)
         self._table = table
+        self._frontier = self._make_frontier(table)
+        self._rounds = self._make_rounds(table)
+        self._writer = OutcomeWriter(
+            table.write,
+            flush_size=self.settings.flush_size,
+            flush_interval=self.settings.flush_interval,
+            stats=self.stats,
+            written=self._written,
+            failed=self._write_failed,
+        )
         self._started = time.monotonic()
         if self._time_limit is not None:
             self._deadline = self._started + self._time_limit * 60
             self._deadline_call = call_later(self._time_limit * 60, self._stop)
-        self._flush_loop = create_looping_call(self._flush)
-        self._flush_loop.start(self.settings.flush_interval, now=False)
-        if self.job.generates:
-            if not await self._generate_next():
-                self._phase = "done"  # the engine finds nothing to do and closes
+        self._writer.start()
+        job = await self._rounds.first_batch(self.job)
+        if job is None:
+            self._phase = "done"  # the engine finds nothing to do and closes
             return
-        await self._start_batch(self.job)
+        await self._start_batch(job)
 
     async def _start_batch(self, job: FetchJob) -> None:
-        """Fetch *job*'s batch: a fresh cursor, and the first rows read."""
-        assert self._table is not None
+        """Fetch *job*'s batch: a fresh frontier batch, and the first rows read."""
+        assert self._table is not None and self._frontier is not None
         self.job = job
-        self._reader = _Reader(
-            self._table,
-            job,
-            self.settings,
-            resume=self._resume,
-            partition_mode=self._partition_mode,
-            partition_seed=self._partition_seed,
-        )
-        self._cursor = b""
-        self._hosts = {}
-        self._needy = set()
-        self._followed = set()
         for queue in self._queues.values():
             queue.dropped = False
             queue.defers = 0
@@ -1089,43 +773,13 @@ class NutchScheduler:
                 "limit": self.settings.content_limit,
             },
         )
-        plan = _Plan({}, b"", self._capacity, {}, self._per_queue, frozenset())
         self._reading = True
-        result = await run_in_thread(self._reader.read, plan)
-        self._read_done(result, plan)
-
-    async def _generate_next(self) -> bool:
-        """Generate the next round's batch and start fetching it; False when there is none."""
-        assert self.job is not None and self._table is not None
-        job = self.job
-        if self._round >= job.rounds:
-            logger.info("%(n)d rounds done", {"n": job.rounds})
-            return False
-        if self._stop_file is not None and self._stop_file.exists():
-            logger.info("%(stop)s found: no more rounds", {"stop": self._stop_file})
-            return False
-        assert self._generate_options is not None
-        now = _now_ms()
-        batch_id = new_batch_id(now, secrets.randbelow(2**31))
-        result = await run_in_thread(
-            generate,
-            self._table,
-            self._generate_options,
-            now=now,
-            batch_id=batch_id,
-            add_days=job.add_days,
-        )
-        if result.selected == 0:
-            logger.info("Generate selected no URL: nothing left to fetch")
-            return False
-        self._round += 1
-        self.stats.inc_value("nutch/rounds")
-        logger.info(
-            "Round %(round)d of %(rounds)d: batch %(batch)s, %(n)d URLs",
-            {"round": self._round, "rounds": job.rounds, "batch": batch_id, "n": result.selected},
-        )
-        await self._start_batch(dataclasses.replace(job, batch_id=batch_id))
-        return True
+        try:
+            if await self._frontier.start(job):
+                items = await self._frontier.read(self._capacity, {})
+                self._deliver(items)
+        finally:
+            self._reading = False
 
     # --- the end of a batch ---------------------------------------------------------------------
 
@@ -1141,49 +795,25 @@ class NutchScheduler:
 
     async def _wrap_up(self) -> None:
         job = self.job
-        assert job is not None
+        assert job is not None and self._writer is not None and self._rounds is not None
         complete = not self._stopped and job.partition is None and not self._closing
-        await self._write_pending()
-        reason = "finished"
-        if self._signals is not None:
-            args = {"batch_id": job.batch_id, "complete": complete}
-            # A store's error is logged by the handler with what to do, not by Scrapy with a
-            # traceback; it still fails the batch.
-            await self._signals.send_catch_log_async(batch_fetched, dont_log=StoreError, **args)
-            results = await self._signals.send_catch_log_async(
-                batch_parsed, dont_log=StoreError, **args
-            )
-            if any(isinstance(result, BaseException) for _, result in results):
-                reason = "nutch_update_failed"
-        if not complete:
-            self._not_whole(job)
-        if complete and reason == "finished" and job.generates and await self._generate_next():
-            self._phase = "fetching"
-            if self._starved:
-                self._poke()
-            return
+        await self._writer.drain()
+        reason = await self._rounds.finish(job, complete=complete, why=self._why())
+        if complete and reason == "finished" and job.generates:
+            next_job = await self._rounds.next_batch(job)
+            if next_job is not None:
+                await self._start_batch(next_job)
+                self._phase = "fetching"
+                if self._starved:
+                    self._poke()
+                return
         self._phase = "done"
         if self._close_spider is not None:
             self._close_spider(reason)
 
-    def _not_whole(self, job: FetchJob) -> None:
-        """Say that *job*'s batch was not fetched whole, and what updates it."""
-        if not self._updates and job.partition is not None:
-            # a partition fetched without the updatedb pipeline, as nutchy crawl -numFetchers
-            # does, is the part that was asked for: nothing to say
-            return
-        why = (
-            f"partition {job.partition}/{job.partitions}"
-            if job.partition is not None
-            else "the crawl is closing"
-            if self._closing
-            else self._stop_reason
-        )
-        logger.info(
-            "Batch %(batch)s was not fetched whole (%(why)s): run nutchy updatedb %(batch)s"
-            " once the rest is fetched",
-            {"batch": job.batch_id, "why": why},
-        )
+    def _why(self) -> str:
+        """Why the batch under way is not fetched whole (when it is not)."""
+        return "the crawl is closing" if self._closing else self._stop_reason
 
     def _wrap_up_failed(self, failure: Failure) -> None:
         logger.error(
@@ -1194,24 +824,6 @@ class NutchScheduler:
         self._phase = "done"
         if self._close_spider is not None:
             self._close_spider("nutch_update_failed")
-
-    async def _write_pending(self) -> None:
-        """Wait for the flush under way, then write what is left."""
-        table = self._table
-        assert table is not None
-        while self._flushing:
-            self._flush_done = done = self._flush_done or _new_deferred()
-            await maybe_deferred_to_future(done)
-        if self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                await run_in_thread(table.write, batch)
-                self._summary.written += len(batch)
-                self.stats.inc_value("nutch/fetch/written", len(batch))
-            except StoreError as exc:
-                self._summary.lost += len(batch)
-                self.stats.inc_value("nutch/store/put_error", len(batch))
-                logger.error("Cannot write the last %d fetch outcomes: %s", len(batch), exc)
 
     def _open_checked(self) -> WebTable:
         table = self._open_table()
@@ -1227,27 +839,32 @@ class NutchScheduler:
 
     async def _close(self, reason: str) -> None:
         self._closing = True
-        if self._flush_loop is not None and self._flush_loop.running:
-            self._flush_loop.stop()
+        if self._writer is not None:
+            self._writer.stop()
         if self._deadline_call is not None:
             self._deadline_call.cancel()
         table = self._table
         if table is None:
             return
+        assert self._writer is not None and self._frontier is not None
         if self._reading and self._read_call is not None:
             await maybe_deferred_to_future(self._read_call)  # errors are logged by its errback
         if self._phase == "wrapping" and self._wrap_up_call is not None:
             # Closed while a batch was being wrapped up (a shutdown): let it finish its writes.
             await maybe_deferred_to_future(self._wrap_up_call)
-        await self._write_pending()
+        await self._writer.drain()
+        more = self._frontier.more()
+        await self._frontier.close()
         await run_in_thread(table.close)
-        if self._phase == "fetching" and self.job is not None:
-            self._not_whole(self.job)  # closed before the batch ended (a signal): no wrap-up did
-        self._log_summary(reason)
+        if self._phase == "fetching" and self.job is not None and self._rounds is not None:
+            # closed before the batch ended (a signal): no wrap-up did
+            self._rounds.not_whole(self.job, self._why())
+        self._log_summary(reason, more)
 
-    def _log_summary(self, reason: str) -> None:
-        assert self.job is not None
+    def _log_summary(self, reason: str, more: bool) -> None:
+        assert self.job is not None and self._writer is not None
         summary = self._summary
+        writer = self._writer
         elapsed = max(time.monotonic() - self._started, 1e-9)
         statuses = ", ".join(f"{n} {k.lower()}" for k, n in sorted(summary.statuses.items()))
         left = self._queued + len(self._released)
@@ -1261,12 +878,10 @@ class NutchScheduler:
                 "secs": elapsed,
                 "rate": summary.outcomes / elapsed,
                 "statuses": f": {statuses}" if statuses else "",
-                "written": summary.written,
-                "lost": f", {summary.lost} NOT written" if summary.lost else "",
+                "written": writer.written,
+                "lost": f", {writer.lost} NOT written" if writer.lost else "",
                 "left": (
-                    "; the rest is left for -a resume=true"
-                    if self._stopped or left or self._cursor is not None or self._hosts
-                    else ""
+                    "; the rest is left for -a resume=true" if self._stopped or left or more else ""
                 ),
             },
         )
@@ -1274,12 +889,6 @@ class NutchScheduler:
 
 def _no_table() -> WebTable:
     raise RuntimeError("this scheduler hands every call to Scrapy's scheduler")
-
-
-def _new_deferred() -> Deferred[None]:
-    from twisted.internet.defer import Deferred
-
-    return Deferred()
 
 
 def _now_ms() -> int:

@@ -338,6 +338,23 @@ def graph_site(
         server.server_close()
 
 
+class Stats:
+    """The few calls of Scrapy's stats collector that the fetch's components make, for tests
+    that build them without a crawler."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self.values[key] = self.values.get(key, start) + count
+
+    def max_value(self, key: str, value: int) -> None:
+        self.values[key] = max(self.values.get(key, value), value)
+
+    def get_value(self, key: str, default: object = None) -> object:
+        return self.values.get(key, default)
+
+
 # --- running `scrapy crawl nutch` against a prepared table ---------------------------------------
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,0 +1,168 @@
+"""The fetch's outcome writer: the row updates of fetched rows, written to the table in batches.
+
+Each outcome's row update (built by :class:`~nutchy.middlewares.NutchFetchMiddleware`) is
+buffered and written in a thread every ``NUTCH_FETCHER_FLUSH_SIZE`` outcomes, at least every
+``NUTCH_FETCHER_FLUSH_INTERVAL`` seconds, and at the end of a batch. The scheduler stops releasing
+requests while twice the flush size waits (:meth:`OutcomeWriter.backlogged`), so a crawl killed at
+any moment loses at most ``2 * NUTCH_FETCHER_FLUSH_SIZE + CONCURRENT_REQUESTS`` outcomes (those
+received but unwritten, and those in flight); their rows keep no fetch mark and
+``-a resume=true`` fetches them again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.asyncio import create_looping_call, run_in_thread
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+
+from nutchy.exceptions import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+
+    from nutchy.core.fetch import FetchEntry
+    from nutchy.store.schema import RowUpdate
+
+__all__ = ["OutcomeWriter"]
+
+logger = logging.getLogger(__name__)
+
+
+class OutcomeWriter:
+    """Writes the row updates of fetch outcomes (see the module docstring).
+
+    *write* writes a list of row updates (``WebTable.write``; it blocks, and is called in a
+    thread, one call at a time). *written* is called on the reactor thread with the entries of
+    each list written, *failed* once a write failed (the writer logs it and counts its updates
+    as lost); *stats* is the crawler's.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[list[RowUpdate]], object],
+        *,
+        flush_size: int,
+        flush_interval: float,
+        stats: StatsCollector,
+        written: Callable[[Sequence[FetchEntry]], None] | None = None,
+        failed: Callable[[], None] | None = None,
+    ) -> None:
+        self._write = write
+        self.flush_size = flush_size
+        self.flush_interval = flush_interval
+        self.stats = stats
+        self._written_cb = written
+        self._failed_cb = failed
+        self._updates: list[RowUpdate] = []
+        self._entries: list[FetchEntry] = []
+        #: how many updates the write under way carries (0: none under way)
+        self._flushing = 0
+        self._flush_done: Deferred[None] | None = None
+        self._loop: Any = None
+        self._error_logged = False
+        #: outcomes written, and outcomes that could not be
+        self.written = 0
+        self.lost = 0
+
+    def start(self) -> None:
+        """Write at least every ``flush_interval`` seconds from now on."""
+        loop = create_looping_call(self.flush)
+        loop.start(self.flush_interval, now=False)
+        self._loop = loop
+
+    def stop(self) -> None:
+        """Stop the periodic writes (:meth:`drain` writes the rest)."""
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+
+    @property
+    def pending(self) -> int:
+        """Outcomes received and not written yet (buffered or being written)."""
+        return len(self._updates) + self._flushing
+
+    def add(self, update: RowUpdate, entry: FetchEntry) -> None:
+        """Buffer *update*, the outcome of *entry*; a full buffer is written."""
+        self._updates.append(update)
+        self._entries.append(entry)
+        if len(self._updates) >= self.flush_size:
+            self.flush()
+
+    def backlogged(self) -> bool:
+        """Whether twice the flush size waits to be written: take no more URLs meanwhile."""
+        return self.pending >= 2 * self.flush_size
+
+    def flush(self) -> None:
+        """Write what is buffered, in a thread, unless a write is under way."""
+        if self._flushing or not self._updates:
+            return
+        updates, self._updates = self._updates, []
+        entries, self._entries = self._entries, []
+        self._flushing = len(updates)
+        d = deferred_from_coro(run_in_thread(self._write, updates))
+        d.addCallbacks(self._flushed, self._flush_failed, callbackArgs=(entries,))
+
+    def _flushed(self, _: object, entries: list[FetchEntry]) -> None:
+        self._flushing = 0
+        self._count_written(entries)
+        self._after_flush()
+
+    def _flush_failed(self, failure: Failure) -> None:
+        count, self._flushing = self._flushing, 0
+        self.lost += count
+        self.stats.inc_value("nutch/store/put_error", count)
+        if not self._error_logged:
+            self._error_logged = True
+            logger.error(
+                "Cannot write %(n)d fetch outcomes (their rows are left for -a resume=true):"
+                " %(error)s; the fetch stops taking URLs",
+                {"n": count, "error": failure.getErrorMessage()},
+                # a store's error names what failed; a traceback is for anything else
+                exc_info=None if isinstance(failure.value, StoreError) else failure.value,
+            )
+        if self._failed_cb is not None:
+            self._failed_cb()
+        self._after_flush()
+
+    def _count_written(self, entries: list[FetchEntry]) -> None:
+        self.written += len(entries)
+        self.stats.inc_value("nutch/fetch/written", len(entries))
+        if self._written_cb is not None:
+            self._written_cb(entries)
+
+    def _after_flush(self) -> None:
+        done, self._flush_done = self._flush_done, None
+        if len(self._updates) >= self.flush_size:
+            self.flush()
+        if done is not None:
+            done.callback(None)
+
+    async def drain(self) -> None:
+        """Wait for the write under way, then write what is left (a failure is logged and
+        counted; it does not raise)."""
+        while self._flushing:
+            self._flush_done = done = self._flush_done or _new_deferred()
+            await maybe_deferred_to_future(done)
+        if self._updates:
+            updates, self._updates = self._updates, []
+            entries, self._entries = self._entries, []
+            try:
+                await run_in_thread(self._write, updates)
+            except StoreError as exc:
+                self.lost += len(updates)
+                self.stats.inc_value("nutch/store/put_error", len(updates))
+                logger.error("Cannot write the last %d fetch outcomes: %s", len(updates), exc)
+            else:
+                self._count_written(entries)
+
+
+def _new_deferred() -> Deferred[None]:
+    from twisted.internet.defer import Deferred
+
+    return Deferred()
