@@ -106,14 +106,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--urls", type=int, default=100_000)
     parser.add_argument("--hosts", type=int, default=1_000)
+    parser.add_argument(
+        "--zset-value",
+        type=int,
+        default=0,
+        help="set Redis's zset-max-ziplist-value (64 by default) to this many bytes",
+    )
     args = parser.parse_args(argv)
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
+        if args.zset_value:
+            client.config_set("zset-max-ziplist-value", args.zset_value)
         version = client.info("server")["redis_version"]
         first = measure(client, args.urls, args.hosts, refetch=False)
         again = measure(client, args.urls, args.hosts, refetch=True)
         client.close()
-    print(f"Redis {version}, {args.urls:,} URLs on {args.hosts:,} hosts (used_memory deltas)\n")
+    config = f", zset-max-ziplist-value {args.zset_value}" if args.zset_value else ""
+    print(
+        f"Redis {version}{config}, {args.urls:,} URLs on {args.hosts:,} hosts (used_memory deltas)\n"
+    )
     print(f"| {'measure':<34} | first fetch | refetch |")
     print(f"|{'-' * 36}|-------------|---------|")
     for (name, a), (_, b) in zip(first, again, strict=True):

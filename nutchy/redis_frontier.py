@@ -16,6 +16,7 @@ The API, in the order a worker uses it
       come and that no live lease holds; each comes with a token and the politeness state its
       last holder left. When nothing can be leased, the answer says how long until something
       may be (:attr:`Leases.wait`), or that the batch is done or unknown (:attr:`Leases.state`).
+      ``lease(..., rows=N)`` brings each queue's first rows in the same round trip.
     - :meth:`RedisFrontier.entries` reads a held queue's rows not yet acknowledged, in key order,
       a page at a time (pass the last key read as *after*).
     - :meth:`RedisFrontier.ack` acknowledges rows once their outcome is written to the table
@@ -23,7 +24,8 @@ The API, in the order a worker uses it
     - :meth:`RedisFrontier.renew` extends the worker's leases (call it every third of the lease
       timeout) and names the ones it no longer holds.
     - :meth:`RedisFrontier.give_back` releases a queue with its next allowed time (Redis's clock
-      plus a delay) and its politeness state; a queue with nothing left disappears.
+      plus a delay) and its politeness state; a queue with nothing left disappears
+      (:meth:`RedisFrontier.give_back_many`: several in one round trip).
       :meth:`RedisFrontier.drop` gives up the rest of a queue for this batch.
     - :meth:`RedisFrontier.state` says whether a batch is ``unknown``, ``open`` or ``done``; the
       first call (of any worker) that finds it finished removes its keys.
@@ -69,7 +71,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar, cast
 
@@ -212,7 +214,8 @@ class QueueLease:
 class Leases:
     """The answer of :meth:`RedisFrontier.lease`.
 
-    *queues* are the queues leased now. *state* is the batch's (``unknown``: nothing to lease,
+    *queues* are the queues leased now, and *rows* their first rows by queue id when they were
+    asked for (``lease(..., rows=N)``). *state* is the batch's (``unknown``: nothing to lease,
     ever, until it is published; ``done``: finished). *wait* is set when the batch is open and
     nothing was leased: the seconds until a queue's next allowed time comes or a lease expires,
     whichever is first. A holder may give a queue back sooner, so sleep at most that long, and
@@ -222,6 +225,7 @@ class Leases:
     queues: list[QueueLease]
     state: BatchState
     wait: float | None = None
+    rows: dict[str, list[FetchEntry]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,8 +337,8 @@ redis.call('ZREM', ARGV[1] .. ':pub', ARGV[2])
 return 1
 """
 
-# ARGV: prefix, token, ttl, max queues, default delay, done ttl.
-# Returns {state, wait (ms, -1: none), {queue, state, queue, state...}}.
+# ARGV: prefix, token, ttl, max queues, default delay, done ttl, rows per queue.
+# Returns {state, wait (ms, -1: none), {queue, state, {members}, queue, state, {members}...}}.
 _LEASE = (
     _PRELUDE
     + r"""
@@ -351,6 +355,12 @@ for _, q in ipairs(ready) do
   redis.call('HSET', P .. ':holder', q, token)
   out[#out + 1] = q
   out[#out + 1] = redis.call('HGET', P .. ':pstate', q) or ''
+  local rows = tonumber(ARGV[7])
+  if rows > 0 then
+    out[#out + 1] = redis.call('ZRANGEBYLEX', P .. ':q:' .. q, '-', '+', 'LIMIT', 0, rows)
+  else
+    out[#out + 1] = {}
+  end
 end
 if #out > 0 then return {'open', 0, out} end
 if finish(now, tonumber(ARGV[6])) == 'done' then return {'done', -1, {}} end
@@ -653,9 +663,13 @@ class RedisFrontier:
     # --- leasing ----------------------------------------------------------------------------
 
     @_redis_errors
-    def lease(self, batch_id: str, max_queues: int) -> Leases:
+    def lease(self, batch_id: str, max_queues: int, *, rows: int = 0) -> Leases:
         """Lease up to *max_queues* queues of *batch_id* whose next allowed time has come and
-        that no live lease holds (leases expired are reclaimed first). See :class:`Leases`."""
+        that no live lease holds (leases expired are reclaimed first). See :class:`Leases`.
+
+        With *rows*, the first *rows* rows of each queue leased come in the same round trip
+        (:attr:`Leases.rows`), as :meth:`entries` would read them: a crawl of many hosts with
+        few pages each then costs one round trip less per host."""
         if max_queues < 1:
             raise ValueError(f"max_queues must be >= 1, got {max_queues!r}")
         token = self._token()
@@ -667,16 +681,20 @@ class RedisFrontier:
                 max_queues,
                 self._ms(self.default_delay),
                 self._ms(self.done_ttl),
+                max(0, rows),
             ]
         )
         state = cast("BatchState", _text(reply[0]))
         wait = int(reply[1])
-        pairs = reply[2]
-        queues = [
-            QueueLease(_text(pairs[i]), token, _text(pairs[i + 1]) or None)
-            for i in range(0, len(pairs), 2)
-        ]
-        return Leases(queues, state, wait / 1000 if wait >= 0 and not queues else None)
+        triples = reply[2]
+        queues = []
+        first_rows = {}
+        for i in range(0, len(triples), 3):
+            queue = _text(triples[i])
+            queues.append(QueueLease(queue, token, _text(triples[i + 1]) or None))
+            if rows > 0:
+                first_rows[queue] = _decode_members(triples[i + 2], batch_id)
+        return Leases(queues, state, wait / 1000 if wait >= 0 and not queues else None, first_rows)
 
     @_redis_errors
     def entries(
@@ -692,12 +710,7 @@ class RedisFrontier:
         )
         if reply is None:
             raise LeaseLost(f"{self._lost(batch_id, lease)}: cannot read its rows")
-        result = []
-        for member in reply:
-            text = _text(member)
-            key, _, payload = text.partition("\0")
-            result.append(decode_entry(key, payload, batch_id))
-        return result
+        return _decode_members(reply, batch_id)
 
     @_redis_errors
     def ack(self, batch_id: str, lease: QueueLease, keys: Sequence[str]) -> int:
@@ -752,23 +765,47 @@ class RedisFrontier:
     ) -> bool:
         """Release a held queue: it may be leased again *delay* seconds from now (Redis's clock),
         with politeness *state* (e.g. a Crawl-delay; ``None`` keeps the last one) for its next
-        holder. Returns whether the queue has rows left; one with none disappears.
+        holder. Returns whether the queue has rows left; one with none disappears. Acknowledge
+        the rows fetched first: a row given back unacknowledged is the next holder's to fetch.
         :exc:`~nutchy.exceptions.LeaseLost` if *lease* is no longer held."""
         n = int(
             self._scripts["give_back"](
-                args=[
-                    self.batch_prefix(batch_id),
-                    lease.queue,
-                    lease.token,
-                    self._ms(delay),
-                    "0" if state is None else "1",
-                    state or "",
-                ]
+                args=self._give_back_args(self.batch_prefix(batch_id), lease, delay, state)
             )
         )
         if n < 0:
             raise LeaseLost(f"{self._lost(batch_id, lease)}: cannot give it back")
         return n > 0
+
+    @_redis_errors
+    def give_back_many(
+        self, batch_id: str, give: Iterable[tuple[QueueLease, float, str | None]]
+    ) -> list[bool | None]:
+        """:meth:`give_back` for several queues ``(lease, delay, state)`` in one round trip.
+        Returns for each, in order, whether its queue has rows left, or ``None`` if the lease
+        was no longer held."""
+        prefix = self.batch_prefix(batch_id)
+        script = self._scripts["give_back"]
+        pipe = self.client.pipeline(transaction=False)
+        sent = 0
+        for lease, delay, state in give:
+            script(args=self._give_back_args(prefix, lease, delay, state), client=pipe)
+            sent += 1
+        if not sent:
+            return []
+        return [None if int(n) < 0 else int(n) > 0 for n in pipe.execute()]
+
+    def _give_back_args(
+        self, prefix: str, lease: QueueLease, delay: float, state: str | None
+    ) -> list[str | int]:
+        return [
+            prefix,
+            lease.queue,
+            lease.token,
+            self._ms(delay),
+            "0" if state is None else "1",
+            state or "",
+        ]
 
     @_redis_errors
     def drop(self, batch_id: str, lease: QueueLease) -> int:
@@ -898,6 +935,15 @@ def _chunks(
             chunk = []
     if chunk:
         yield chunk
+
+
+def _decode_members(members: Iterable[bytes | str], batch_id: str) -> list[FetchEntry]:
+    """The entries of queue members ``<row key>\\0<payload>``."""
+    result = []
+    for member in members:
+        key, _, payload = _text(member).partition("\0")
+        result.append(decode_entry(key, payload, batch_id))
+    return result
 
 
 def _triples(chunk: list[tuple[str, str, bytes | str]]) -> str:

@@ -181,6 +181,32 @@ def test_give_back_keeps_the_rows_left_and_hands_the_politeness_state_on(redis_c
     assert f.lease(BATCH, 1).queues[0].state == '{"crawl_delay": 2.5}'
 
 
+def test_lease_can_bring_the_first_rows_and_give_back_many_releases_in_one_round_trip(
+    redis_client, redis_server
+):
+    f = frontier(redis_client)
+    items, entries = rows(hosts=3, per_host=3)
+    f.publish(BATCH, items)
+    leases = f.lease(BATCH, 2, rows=2)
+    assert sorted(leases.rows) == sorted(lease.queue for lease in leases.queues)
+    for lease in leases.queues:
+        first = leases.rows[lease.queue]
+        assert first == f.entries(BATCH, lease, limit=2)
+        assert all(entries[e.key] == e for e in first)
+        f.ack(BATCH, lease, [e.key for e in first])
+    assert f.lease(BATCH, 5).rows == {}  # not asked for
+    h0, h1 = leases.queues
+    gone = frontier(second_client(redis_server), worker="w2")
+    forged = QueueLease("http://h2.com", "w2/forged")
+    result = f.give_back_many(
+        BATCH, [(h0, 0.0, '{"crawl_delay": 1}'), (forged, 0, None), (h1, 0.0, None)]
+    )
+    assert result == [True, None, True]
+    assert f.give_back_many(BATCH, []) == []
+    back = {lease.queue: lease.state for lease in gone.lease(BATCH, 5).queues}
+    assert back == {h0.queue: '{"crawl_delay": 1}', h1.queue: None}
+
+
 def test_drop_gives_up_the_rest_of_a_queue_for_the_batch(redis_client):
     f = frontier(redis_client)
     items, _ = rows(hosts=1, per_host=3)
