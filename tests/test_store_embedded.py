@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -367,3 +368,45 @@ def test_due_scans_of_generate_columns_read_the_index_and_agree_with_the_records
     assert dict(found) == expected
     assert [k for k, _ in found] == [b"d", b"e", b"b", b"a"]  # by fetch time
     assert expected[b"a"] == {b"f:ts": (5).to_bytes(8, "big"), b"f:fi": b"\0\0\0\x08"}
+
+
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from nutchy.store.embedded import EmbeddedStore
+
+    with EmbeddedStore(sys.argv[1]).exclusive("generate"):
+        print("held", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_exclusive_waits_for_a_live_holder_and_not_for_a_killed_one(tmp_path):
+    path = tmp_path / "webpage.sqlite"
+    store = EmbeddedStore(path)
+    store.create()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    got: list[str] = []
+    try:
+        assert holder.stdout.readline() == "held\n"
+
+        def take() -> None:
+            with store.exclusive("generate") as still_held:
+                still_held()
+                got.append("taken")
+
+        waiter = threading.Thread(target=take)
+        waiter.start()
+        waiter.join(0.5)
+        assert got == []  # the holder lives: the lock is its
+    finally:
+        holder.kill()  # SIGKILL: the system releases its lock
+        holder.wait()
+        holder.stdout.close()
+    waiter.join(10)
+    assert got == ["taken"]
+    assert (tmp_path / "webpage.sqlite.generate.lock").exists()
+    store.close()
