@@ -544,6 +544,12 @@ class RedisFrontier:
     of a lease whose queue was never given back; *done_ttl* (s) is how long a finished batch is
     still said to be ``done``; *publish_chunk* rows go in one script call, and
     *publish_pipeline* calls in one round trip.
+
+    The frontier keeps no state of its own between calls, so threads may share one (redis-py's
+    client is thread-safe). A worker must stop fetching a queue when its lease's local deadline
+    passes: the time it sent the :meth:`lease` or last successful :meth:`renew` call, plus the
+    lease timeout. That deadline is never later than the expiry Redis recorded, so no other
+    worker can hold the queue before it.
     """
 
     def __init__(

@@ -3,6 +3,7 @@ reclaims, republishing, isolation, cleanup, the round lock, and Redis going away
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -571,3 +572,120 @@ def test_open_redis_frontier_uses_scrapy_redis_settings(redis_server, tmp_path):
     settings.set("NUTCH_FRONTIER_LEASE_TIMEOUT", 0)
     with pytest.raises(ConfigError, match="NUTCH_FRONTIER_LEASE_TIMEOUT"):
         open_redis_frontier(settings)
+
+
+# --- many workers, some of which die, in random order --------------------------------------------
+
+
+class _Worker:
+    """A simulated fetch worker: what it believes it holds, until when, and what it fetched but
+    has not acknowledged yet."""
+
+    def __init__(self, f: RedisFrontier) -> None:
+        self.f = f
+        self.held: dict[str, QueueLease] = {}
+        self.deadline: dict[str, float] = {}  # local monotonic time its belief is valid until
+        self.cursor: dict[str, str | None] = {}
+        self.in_flight: dict[str, set[str]] = {}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_workers_that_die_lose_nothing_and_refetch_only_what_they_held(redis_client, seed):
+    """Three workers lease, read, acknowledge, give back, renew and die in a random order, and
+    the batch is published again now and then.
+    Invariants: no two workers ever believe they hold one queue at once (a belief lasts until
+    the lease's local deadline, counted from before the call that took or renewed it); a row
+    acknowledged never comes back; in the end every row is acknowledged, and the rows fetched
+    twice were all in flight at a worker that died or lost its lease."""
+    import random
+
+    rng = random.Random(seed)
+    ttl = 0.3
+    items, _ = rows(hosts=8, per_host=5)
+    all_keys = {key for _, key, _ in items}
+    publisher = frontier(redis_client, lease_timeout=ttl)
+    publisher.publish(BATCH, items)
+    names = iter(range(1000))
+
+    def new_worker() -> _Worker:
+        return _Worker(frontier(redis_client, worker=f"w{next(names)}", lease_timeout=ttl))
+
+    workers = [new_worker() for _ in range(3)]
+    acked: set[str] = set()
+    fetched: dict[str, int] = {}
+    orphaned: set[str] = set()  # in flight at a worker that died or lost the queue
+
+    def forget(w: _Worker, queue: str) -> None:
+        orphaned.update(w.in_flight.pop(queue, set()))
+        for table in (w.held, w.deadline, w.cursor):
+            table.pop(queue, None)
+
+    def check_no_other_holder(w: _Worker, queue: str, now: float) -> None:
+        for other in workers:
+            if other is not w and queue in other.held:
+                # The other's belief must have run out: it stops at its deadline.
+                assert other.deadline[queue] <= now + 0.002, (queue, other.f.worker_id)
+                forget(other, queue)
+
+    deadline = time.monotonic() + 20
+    while publisher.state(BATCH) != "done":
+        assert time.monotonic() < deadline, publisher.stats(BATCH)
+        w = rng.choice(workers)
+        # A worker drops beliefs that outlived their deadline (it would stop fetching them).
+        for queue in [q for q, d in w.deadline.items() if d <= time.monotonic()]:
+            forget(w, queue)
+        action = rng.choices(
+            ["lease", "read", "ack", "give_back", "renew", "die", "sleep", "republish"],
+            weights=[3, 4, 4, 2, 3, 0.3, 0.5, 0.3],
+        )[0]
+        if action == "lease":
+            sent = time.monotonic()
+            leases = w.f.lease(BATCH, rng.randint(1, 3))
+            for lease in leases.queues:
+                check_no_other_holder(w, lease.queue, time.monotonic())
+                w.held[lease.queue] = lease
+                w.deadline[lease.queue] = sent + ttl
+                w.cursor[lease.queue] = None
+                w.in_flight.setdefault(lease.queue, set())
+        elif action == "read" and w.held:
+            queue = rng.choice(sorted(w.held))
+            got = w.f.entries(BATCH, w.held[queue], after=w.cursor[queue], limit=2)
+            for entry in got:
+                assert entry.key not in acked, "an acknowledged row came back"
+                fetched[entry.key] = fetched.get(entry.key, 0) + 1
+                w.in_flight[queue].add(entry.key)
+            if got:
+                w.cursor[queue] = got[-1].key
+        elif action == "ack" and any(w.in_flight.values()):
+            batch = [(w.held[q], sorted(keys)) for q, keys in w.in_flight.items() if keys]
+            lost = w.f.ack_many(BATCH, batch)
+            for lease, keys in batch:
+                if lease in lost:
+                    forget(w, lease.queue)
+                else:
+                    acked.update(keys)
+                    w.in_flight[lease.queue] -= set(keys)
+        elif action == "give_back" and w.held:
+            queue = rng.choice(sorted(w.held))
+            if not w.in_flight[queue]:  # acknowledge first
+                with contextlib.suppress(LeaseLost):
+                    w.f.give_back(BATCH, w.held[queue], rng.choice([0.0, 0.02]))
+                forget(w, queue)
+        elif action == "renew" and w.held:
+            sent = time.monotonic()
+            for queue in w.f.renew(BATCH, list(w.held.values())):
+                forget(w, queue)
+            for queue in w.held:
+                w.deadline[queue] = sent + ttl
+        elif action == "die":
+            for queue in list(w.held):
+                forget(w, queue)
+            workers[workers.index(w)] = new_worker()
+        elif action == "sleep":
+            time.sleep(0.05)
+        elif action == "republish":  # the table read again: nothing acknowledged may return
+            publisher.publish(BATCH, items)
+
+    assert acked == all_keys
+    assert set(fetched) == all_keys
+    assert {key for key, n in fetched.items() if n > 1} <= orphaned
