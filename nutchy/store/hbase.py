@@ -933,7 +933,7 @@ def _mutation_bytes(update: RowUpdate) -> int:
     """The bytes *update* adds to a ``mutateRows`` call: its key and cells, and Thrift's framing.
 
     >>> _mutation_bytes(RowUpdate(b"k", {b"f:st": b"1234"}, {b"mk:_gnmrk_"}, {b"ol"}))
-    111
+    133
     """
     size = _ROW_OVERHEAD + len(update.key)
     size += sum(_CELL_OVERHEAD + len(column) + len(value) for column, value in update.puts.items())
