@@ -6,8 +6,9 @@ on 127.0.0.1 for the session (``nutchy.testing.hbase_server``). When ``NUTCHY_TE
 (and optionally ``NUTCHY_TEST_HBASE_PORT``) names a real HBase Thrift server, the HBase runs go
 there instead, each test in a table with its own crawl id.
 
-The session's test server closes connections idle for ``NUTCHY_TEST_HBASE_IDLE_TIMEOUT`` seconds
-(HBase's 60 by default), so that the suite meets the dead sockets a real Thrift server leaves.
+The session's test server closes connections idle for ``NUTCHY_TEST_HBASE_IDLE_TIMEOUT`` seconds,
+2 unless set (HBase closes them after 60), so that the suite meets the dead sockets a real Thrift
+server leaves, and the HBase store must recover from them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def hbase_server():
     from nutchy.testing.hbase_server import HBaseThriftServer
 
     server = HBaseThriftServer(
-        idle_timeout=float(os.environ.get("NUTCHY_TEST_HBASE_IDLE_TIMEOUT", "60"))
+        idle_timeout=float(os.environ.get("NUTCHY_TEST_HBASE_IDLE_TIMEOUT", "2"))
     )
     server.start()
     try:
