@@ -21,7 +21,7 @@ from nutchy.core.generate import new_batch_id
 from nutchy.core.inject import InjectMode
 from nutchy.exceptions import NutchError
 from nutchy.jobs._cycle import parse_config, signature, update_config
-from nutchy.jobs._regions import Tasks
+from nutchy.jobs._regions import Tasks, key_text, table_splits
 from nutchy.jobs._settings import get_bool, get_float
 from nutchy.jobs.crawl import crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("init", "create the table if it is missing (safe to repeat)"),
         ("info", "say which store and table the settings name, and whether it exists"),
         ("drop", "delete the table and everything in it (needs --confirm)"),
+        ("splits", "print the table's key ranges, one START<TAB>STOP line each, for -range"),
     ):
         sub = storage_commands.add_parser(name, help=text, description=text)
         _common(sub)
@@ -87,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "--confirm",
                 action="store_true",
                 help="really delete the table; without it nothing is deleted",
+            )
+        if name == "splits":
+            sub.add_argument(
+                "-numTasks",
+                dest="num_tasks",
+                type=_positive_int,
+                metavar="K",
+                help="at most K ranges of about as many regions each (default: every region)",
             )
         sub.set_defaults(run=_storage)
 
@@ -201,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-content", action="store_true", help="with -dump: add the raw content (base64)"
     )
     readdb.add_argument("-text", action="store_true", help="with -dump: add the parsed text")
-    _num_tasks(readdb, "with -stats, -dump and -topN: ")
+    _num_tasks(readdb, "with -stats, -dump and -topN: ", key_range=True)
     readdb.set_defaults(run=_readdb)
 
     parse = _subcommand(
@@ -215,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument(
         "-resume", action="store_true", help="leave pages already parsed in this batch alone"
     )
-    _num_tasks(parse)
+    _num_tasks(parse, key_range=True)
     parse.set_defaults(run=_parse)
 
     update = _subcommand(
@@ -274,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _num_tasks(parser: argparse.ArgumentParser, scope: str = "") -> None:
+def _num_tasks(parser: argparse.ArgumentParser, scope: str = "", key_range: bool = False) -> None:
     parser.add_argument(
         "-numTasks",
         dest="num_tasks",
@@ -283,6 +292,15 @@ def _num_tasks(parser: argparse.ArgumentParser, scope: str = "") -> None:
         metavar="K",
         help=f"{scope}scan the table region by region in K processes at once (default 1)",
     )
+    if key_range:
+        parser.add_argument(
+            "-range",
+            dest="key_range",
+            nargs=2,
+            metavar=("START", "STOP"),
+            help=f"{scope}only the rows from key START to key STOP ('' for an open end; as"
+            " 'nutchy storage splits' prints them), so several machines can share the table",
+        )
 
 
 def _batch_or_all(parser: argparse.ArgumentParser) -> None:
@@ -362,7 +380,10 @@ def _settings(args: argparse.Namespace) -> Any:
 def _storage(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with open_table(settings) as table:
-        if args.action == "init":
+        if args.action == "splits":
+            for start, stop in table_splits(table.store, args.num_tasks):
+                print(f"{key_text(start)}\t{key_text(stop or b'')}")
+        elif args.action == "init":
             created = table.create()
             print(f"{'Created' if created else 'Found'} table {table.name} in {table.store!r}")
         elif args.action == "info":
@@ -517,7 +538,7 @@ def _readdb(args: argparse.Namespace) -> int:
             return 2
     settings = _settings(args)
     status = None if args.status is None else parse_status_filter(args.status)
-    tasks = Tasks.from_settings(settings, args.num_tasks)
+    tasks = Tasks.from_settings(settings, args.num_tasks, args.key_range)
     with open_table(settings) as table:
         if args.stats:
             with Progress("readdb -stats") as bar:
@@ -567,7 +588,7 @@ def _parse(args: argparse.Namespace) -> int:
             skip_truncated=skip_truncated,
             timeout=timeout,
             resume=args.resume,
-            tasks=Tasks.from_settings(settings, args.num_tasks),
+            tasks=Tasks.from_settings(settings, args.num_tasks, args.key_range),
         )
     print(
         f"nutchy parse: {counts.parsed} parsed, {counts.redirects} redirects,"

@@ -26,7 +26,7 @@ from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import ALL_FIELDS, WebPage
 from nutchy.exceptions import NutchError, StoreError
 from nutchy.jobs._cycle import parse_config, update_config
-from nutchy.jobs._regions import Tasks, key_ranges, run
+from nutchy.jobs._regions import Tasks, key_ranges, key_text, parse_key, run
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.readdb import dump, table_stats, top_scored
@@ -387,3 +387,69 @@ def test_merged_range_batches_are_the_whole_tables_batch(rows, cuts, top_n, max_
         selector.add_all(pages[start:stop])
         parts.append(selector.result())
     assert merge_selections(parts, config) == expected
+
+
+def cli_settings(settings) -> list[str]:
+    """``-s NAME=VALUE`` arguments that open the table of *settings* (an ``open_new`` table)."""
+    names = [
+        "NUTCH_CRAWL_DIR",
+        "NUTCH_STORAGE_DATA_STORE_CLASS",
+        "NUTCH_HBASE_HOST",
+        "NUTCH_HBASE_PORT",
+        "NUTCH_STORAGE_CRAWL_ID",
+    ]
+    return [arg for name in names for arg in ("-s", f"{name}={settings.get(name) or ''}")]
+
+
+def test_machines_share_a_table_by_ranges(open_new, request, tmp_path, capsys):
+    """``nutchy storage splits -numTasks 3`` prints ranges; one ``-range`` process per line
+    (what several machines would run) parses and dumps what one process does."""
+    one, _ = open_new()
+    several, settings = open_new()
+    keys = fill(one, request)
+    fill(several, request)
+    args = cli_settings(settings)
+    assert main(["storage", "splits", *args]) == 0
+    regions = capsys.readouterr().out.splitlines()
+    assert main(["storage", "splits", "-numTasks", "3", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ranges = [line.split("\t") for line in lines]
+    assert len(ranges) == 3
+    assert ranges[0][0] == "" and ranges[-1][1] == ""
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    if open_new.backend == "hbase" and request.getfixturevalue("hbase_server") is not None:
+        assert [line.split("\t")[1] for line in regions] == ["com.c", "com.e", "com.g", ""]
+        assert [stop for _, stop in ranges] == ["com.c", "com.e", ""]  # 4 regions in 3
+    else:
+        assert regions == ["\t"]  # the embedded store has no regions of its own
+    parse_batch(one, None, config=parse_config(settings), signature=MD5Signature())
+    parsed = 0
+    for start, stop in ranges:
+        assert main(["parse", "-all", "-range", start, stop, *args]) == 0
+        parsed += int(capsys.readouterr().err.split("nutchy parse: ")[1].split(" parsed")[0])
+    assert parsed == 14
+    whole, _ = dump(one, tmp_path / "whole", text=True)
+    pieces = []
+    for n, (start, stop) in enumerate(ranges):
+        out = tmp_path / f"part{n}"
+        assert main(["readdb", "-dump", str(out), "-text", "-range", start, stop, *args]) == 0
+        pieces.append(next(out.iterdir()).read_text())
+    assert "".join(pieces) == whole.read_text()
+    assert len(whole.read_text().splitlines()) == len(keys)
+
+
+def test_a_bad_range_is_refused(tmp_path, capsys):
+    crawl = ["-s", f"NUTCH_CRAWL_DIR={tmp_path / 'crawl'}"]
+    assert main(["storage", "init", *crawl]) == 0
+    assert main(["readdb", "-stats", "-range", "com.b", "com.a", *crawl]) == 2
+    assert "its stop key must sort after its start key" in capsys.readouterr().err
+    assert main(["parse", "-all", "-range", r"com.\x4", "", *crawl]) == 2
+    assert "bad key" in capsys.readouterr().err
+    assert main(["readdb", "-stats", "-range", r"com.\x62", "", *crawl]) == 0
+    assert "TOTAL urls:\t0" in capsys.readouterr().out
+
+
+def test_keys_print_and_parse_back():
+    key = bytes(range(256))
+    assert parse_key(key_text(key)) == key
+    assert key_text(b"com.a:http/x y") == "com.a:http/x y"

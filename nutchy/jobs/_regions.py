@@ -25,6 +25,7 @@ forking a process that holds sockets, SQLite connections and threads.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import pickle
 import signal
@@ -42,7 +43,16 @@ if TYPE_CHECKING:
     from nutchy.store.base import Store
     from nutchy.store.table import WebTable
 
-__all__ = ["KeyRange", "Tasks", "key_ranges", "run"]
+__all__ = [
+    "KeyRange",
+    "Tasks",
+    "group_ranges",
+    "key_ranges",
+    "key_text",
+    "parse_key",
+    "run",
+    "table_splits",
+]
 
 R = TypeVar("R")
 
@@ -52,47 +62,132 @@ KeyRange = tuple[bytes, bytes | None]
 #: What a task runs for one range: ``work(table, settings, start, stop)``.
 Work = Callable[["WebTable", "BaseSettings", bytes, "bytes | None"], R]
 
-_WHOLE: KeyRange = (b"", None)
-
 
 @dataclass(frozen=True, slots=True)
 class Tasks:
     """How a job scans the table: in *count* tasks at once (``-numTasks``), each a process
-    that opens the table with *settings* (the ``NUTCH_*`` settings, as plain values).
+    that opens the table with *settings* (the ``NUTCH_*`` settings, as plain values), over the
+    keys from *start* to *stop* (``-range``; the whole table by default).
 
-    With *count* 1 the job scans the whole table in one range, in the calling process, on the
-    table it was given, as it does without tasks.
+    With *count* 1 the job scans its keys in one range, in the calling process, on the table it
+    was given, as it does without tasks.
     """
 
     count: int = 1
     settings: Mapping[str, Any] = field(default_factory=dict)
+    start: bytes = b""
+    stop: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:
             raise ValueError(f"'count' must be >= 1, got {self.count!r}")
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings, count: int = 1) -> Tasks:
-        """*count* tasks opening the table that *settings* name."""
+    def from_settings(
+        cls,
+        settings: BaseSettings,
+        count: int = 1,
+        key_range: tuple[str, str] | None = None,
+    ) -> Tasks:
+        """*count* tasks opening the table that *settings* name, over *key_range* (two keys as
+        :func:`key_text` writes them, ``""`` for an open end) when given.
+
+        A key that does not parse, or a range that ends before it starts, raises
+        :exc:`~nutchy.exceptions.NutchError`.
+        """
         values = {
             name: value
             for name, value in settings.copy_to_dict().items()
             if name.startswith("NUTCH_")
         }
-        return cls(count, values)
+        if key_range is None:
+            return cls(count, values)
+        start, stop = parse_key(key_range[0]), parse_key(key_range[1]) or None
+        if stop is not None and stop <= start:
+            raise NutchError(
+                f"the range from {key_range[0]!r} to {key_range[1]!r} is empty:"
+                " its stop key must sort after its start key"
+            )
+        return cls(count, values, start, stop)
 
 
-def key_ranges(store: Store, count: int) -> list[KeyRange]:
-    """The ranges a job of *count* tasks scans: the store's regions, or on a store that has one
-    range and can sample its keys (the embedded store), *count* ranges of about equal size.
-    One range when *count* is 1."""
+def key_ranges(
+    store: Store, count: int, start: bytes = b"", stop: bytes | None = None
+) -> list[KeyRange]:
+    """The ranges a job of *count* tasks scans between *start* and *stop*: the store's regions,
+    or on a store that has one range and can sample its keys (the embedded store), *count*
+    ranges of about equal size; each cut to *start* and *stop*. One range when *count* is 1."""
     if count == 1:
-        return [_WHOLE]
+        return [(start, stop)]
     ranges = store.splits()
     sample: Callable[[int], list[KeyRange]] | None = getattr(store, "sample_splits", None)
     if len(ranges) == 1 and sample is not None:
         ranges = sample(count)
-    return ranges
+    clipped = []
+    for low, high in ranges:
+        low = max(low, start)
+        if stop is not None and (high is None or stop < high):
+            high = stop
+        if high is None or low < high:
+            clipped.append((low, high))
+    return clipped or [(start, stop)]
+
+
+def table_splits(store: Store, count: int | None = None) -> list[KeyRange]:
+    """The ranges ``nutchy storage splits`` prints: the store's regions, joined into at most
+    *count* ranges of about as many regions each when *count* is given (on the embedded store,
+    *count* ranges of about as many rows each)."""
+    if count is None:
+        return store.splits()
+    return group_ranges(key_ranges(store, count), count)
+
+
+def group_ranges(ranges: list[KeyRange], count: int) -> list[KeyRange]:
+    """*ranges* (in key order, each starting where the one before stops) joined into at most
+    *count* ranges of about as many of them each.
+
+    >>> group_ranges([(b"", b"b"), (b"b", b"d"), (b"d", b"f"), (b"f", None)], 3)
+    [(b'', b'b'), (b'b', b'd'), (b'd', None)]
+    """
+    n = len(ranges)
+    bounds = sorted({n * i // count for i in range(count)} | {n})
+    return [(ranges[i][0], ranges[j - 1][1]) for i, j in itertools.pairwise(bounds) if j > i]
+
+
+def key_text(key: bytes) -> str:
+    r"""*key* as HBase's shell writes keys (``Bytes.toStringBinary``): printable ASCII as it is,
+    every other byte and the backslash as ``\xNN``.
+
+    >>> key_text(b"com.example:http/a b"), key_text(b"\\\x00\xe9")
+    ('com.example:http/a b', '\\x5C\\x00\\xE9')
+    """
+    return "".join(
+        chr(byte) if 32 <= byte < 127 and byte != 92 else f"\\x{byte:02X}" for byte in key
+    )
+
+
+def parse_key(text: str) -> bytes:
+    r"""The key *text* writes as :func:`key_text` writes it (non-ASCII characters as UTF-8).
+
+    >>> parse_key(r"com.example:http/\x00\xe9é") == b"com.example:http/\x00\xe9\xc3\xa9"
+    True
+    """
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            digits = text[i + 2 : i + 4]
+            if text[i + 1 : i + 2] != "x" or len(digits) != 2:
+                raise NutchError(f"bad key {text!r}: a backslash starts \\xNN (two hex digits)")
+            try:
+                out.append(int(digits, 16))
+            except ValueError:
+                raise NutchError(f"bad key {text!r}: \\x{digits} is not two hex digits") from None
+            i += 4
+        else:
+            out += text[i].encode("utf-8")
+            i += 1
+    return bytes(out)
 
 
 def run(
@@ -114,7 +209,7 @@ def run(
     with its own message (its traceback stays in the worker), anything else with the worker's
     traceback as its cause.
     """
-    ranges = key_ranges(table.store, tasks.count)
+    ranges = key_ranges(table.store, tasks.count, tasks.start, tasks.stop)
     if len(ranges) == 1:
         return [(local or work)(table, _settings(tasks.settings), *ranges[0])]
     jobs = [(i, work, tasks.settings, start, stop) for i, (start, stop) in enumerate(ranges)]

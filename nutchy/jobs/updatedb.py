@@ -70,6 +70,7 @@ def updated_by(value: bytes | None, batch_id: str) -> bytes:
     older = [] if value is None else [b for b in value.split(b" ") if b and b != mine]
     return b" ".join([mine, *older[: UPDATED_BY_KEPT - 1]])
 
+
 # A target URL not looked up yet (``None`` is an invalid one).
 _UNSEEN = ""
 
