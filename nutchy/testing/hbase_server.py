@@ -2027,8 +2027,8 @@ class HBaseThriftServer:
                     # The kernel's receive timeout, as Java's SO_TIMEOUT: a blocking read that
                     # waits this long fails; writes are not timed. (A Python socket timeout
                     # would poll() before every read and write, a sixth of a small call's cost.)
-                    seconds, fraction = divmod(self.idle_timeout, 1)
-                    timeval = struct.pack("ll", int(seconds), int(fraction * 1_000_000))
+                    micros = max(1, round(self.idle_timeout * 1_000_000))  # (0, 0) is "never"
+                    timeval = struct.pack("ll", *divmod(micros, 1_000_000))
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
                 with self._connections_lock:
                     if self._stopping:
