@@ -3,7 +3,7 @@ row scanned once, results merged in key order, the first failure raised; readdb 
 with K tasks what they give with one.
 
 The HBase table is split into four regions on the test server; the embedded store cuts its key
-space by sampling. Work functions run in worker processes, so they are module-level here.
+space by sampling. Work functions run in worker processes, which import them from tests/region_work.py.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 
 import pytest
+import region_work
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,24 +117,6 @@ def fill(table, request) -> list[str]:
     return sorted(page.key for page in pages)
 
 
-def _keys(table, settings, start, stop):
-    return [page.key for page in table.scan(("status",), start=start, stop=stop)]
-
-
-def _fail_after_c(table, settings, start, stop):
-    if start >= b"com.c":
-        raise StoreError(f"the store failed in the range from {start!r}")
-    return []
-
-
-def _fail_undecodable(table, settings, start, stop):
-    from nutchy.exceptions import CellDecodeError
-
-    if start:
-        raise CellDecodeError(start, b"f:st", "int", "3 bytes")
-    return []
-
-
 def test_key_ranges_cover_the_table_in_order(open_new, request):
     table, _ = open_new()
     keys = fill(table, request)
@@ -175,7 +158,7 @@ def test_each_row_is_scanned_once_and_results_come_in_key_order(open_new, reques
     if server is not None:
         server.reset_stats()
     arrived = []
-    parts = run(table, Tasks.from_settings(settings, 3), _keys, on_result=arrived.append)
+    parts = run(table, Tasks.from_settings(settings, 3), region_work.keys, on_result=arrived.append)
     assert [key for part in parts for key in part] == keys
     assert sorted(map(tuple, arrived)) == sorted(map(tuple, parts))
     if server is not None:
@@ -186,16 +169,17 @@ def test_each_row_is_scanned_once_and_results_come_in_key_order(open_new, reques
 def test_the_first_failing_task_raises_its_error_in_one_line(open_new, request):
     table, settings = open_new()
     fill(table, request)
-    tasks = Tasks.from_settings(settings, 4)
+    tasks = Tasks.from_settings(settings, 2)
     with pytest.raises(StoreError, match=r"^the store failed in the range from b'com\.") as info:
-        run(table, tasks, _fail_after_c)
+        run(table, tasks, region_work.fail_after_c)
     assert type(info.value) is StoreError
     # An error that cannot travel as it is (its constructor takes more than a message) keeps
     # its message.
     with pytest.raises(NutchError, match="does not decode as int: 3 bytes"):
-        run(table, tasks, _fail_undecodable)
+        run(table, tasks, region_work.fail_undecodable)
 
 
+@pytest.mark.slow
 def test_readdb_with_tasks_gives_what_one_scan_gives(open_new, request, tmp_path):
     table, settings = open_new()
     fill(table, request)
