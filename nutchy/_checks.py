@@ -33,12 +33,17 @@ NUTCH_SCHEDULER = "nutchy.scheduler.NutchScheduler"
 _SCRAPY_REDIS = "scrapy_redis."
 
 
-def check_components(settings: BaseSettings) -> None:
+def check_components(settings: BaseSettings) -> str:
     """Raise :exc:`~nutchy.exceptions.ConfigError` when *settings* (final, add-ons applied) give
-    the ``nutch`` spider a scheduler, downloader middlewares or pipelines it cannot work with."""
+    the ``nutch`` spider a scheduler, downloader middlewares or pipelines it cannot work with, or
+    a web table it cannot place (:func:`nutchy.config.crawl_dir`); return where the table is
+    (:func:`nutchy.store.describe_table`)."""
+    from nutchy.store import describe_table
+
     _check_scheduler(settings)
     _check_fetch_middleware(settings)
     _check_pipelines(settings)
+    return describe_table(settings)
 
 
 def _check_scheduler(settings: BaseSettings) -> None:

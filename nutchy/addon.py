@@ -13,6 +13,7 @@ pipeline turned off that would leave the spider crawling nothing stops the crawl
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from nutchy._checks import NUTCH_SCHEDULER, check_components, refuse_to_start
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 __all__ = ["NutchAddon"]
+
+logger = logging.getLogger(__name__)
 
 # Downloader middleware orders, relative to Scrapy's DOWNLOADER_MIDDLEWARES_BASE:
 #: Outside every other middleware (Scrapy's first, OffsiteMiddleware, is 50): it sees each request
@@ -82,9 +85,12 @@ class NutchAddon:
         )
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:
-                check_components(settings)
+                table = check_components(settings)
             except ConfigError as exc:
                 refuse_to_start(exc)
+            # Where the crawl reads and writes: the first thing to know of a job run elsewhere
+            # (scrapyd), and what a relative NUTCH_CRAWL_DIR became.
+            logger.info("The web table: %(table)s", {"table": table})
 
 
 def _is_nutch_spider(spidercls: type) -> bool:

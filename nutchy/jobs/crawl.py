@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nutchy.config import crawl_dir
 from nutchy.core.generate import new_batch_id
 from nutchy.exceptions import StoreError
 from nutchy.jobs._cycle import finish_batch, update_config
@@ -97,7 +98,7 @@ def crawl(
     for ``None``) and returns a function that waits for its exit code.
     """
     report = CrawlReport()
-    stop = Path(settings.get("NUTCH_CRAWL_DIR")) / STOP_FILE
+    stop = crawl_dir(settings) / STOP_FILE
     with open_table(settings) as table:
         if seeds:
             result = inject(table, seeds, InjectOptions.from_settings(settings), now=_now())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nutchy.exceptions import ConfigError
@@ -12,7 +11,7 @@ from nutchy.store.table import WebTable
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["Scan", "Store", "WebTable", "open_store", "open_table"]
+__all__ = ["Scan", "Store", "WebTable", "describe_table", "open_store", "open_table"]
 
 EMBEDDED = "nutchy.store.embedded.EmbeddedStore"
 HBASE = "nutchy.store.hbase.HBaseStore"
@@ -43,11 +42,11 @@ def open_store(settings: BaseSettings) -> Store:
     backend = _ALIASES.get(backend, backend)
     crawl_id = settings.get("NUTCH_STORAGE_CRAWL_ID") or ""
     if backend == EMBEDDED:
+        from nutchy.config import crawl_dir
         from nutchy.store.embedded import EmbeddedStore
 
         name = table_name(settings)
-        path = Path(settings.get("NUTCH_CRAWL_DIR")) / f"{name}.sqlite"
-        return EmbeddedStore(path, name)
+        return EmbeddedStore(crawl_dir(settings) / f"{name}.sqlite", name)
     if backend == HBASE:
         from nutchy.store.hbase import HBaseStore
 
@@ -87,6 +86,28 @@ def open_store(settings: BaseSettings) -> Store:
             lock_timeout=settings.getint("NUTCH_HBASE_LOCK_TIMEOUT"),
             lock_lease=lease,
         )
+    raise ConfigError(
+        f"NUTCH_STORAGE_DATA_STORE_CLASS must be {EMBEDDED} or {HBASE}, got {backend!r}"
+    )
+
+
+def describe_table(settings: BaseSettings) -> str:
+    """Where the web table of the settings is, in one phrase: the table, its file or its HBase
+    Thrift server, and the store class, as :func:`open_store` would open it. Opens nothing.
+
+    A relative ``NUTCH_CRAWL_DIR`` the embedded store cannot place raises
+    :exc:`~nutchy.exceptions.ConfigError` (:func:`nutchy.config.crawl_dir`).
+    """
+    backend = settings.get("NUTCH_STORAGE_DATA_STORE_CLASS")
+    backend = _ALIASES.get(backend, backend)
+    name = table_name(settings)
+    if backend == EMBEDDED:
+        from nutchy.config import crawl_dir
+
+        return f"table {name} in {crawl_dir(settings) / f'{name}.sqlite'} ({EMBEDDED})"
+    if backend == HBASE:
+        host, port = settings.get("NUTCH_HBASE_HOST"), settings.get("NUTCH_HBASE_PORT")
+        return f"table {name} on the HBase Thrift server {host}:{port} ({HBASE})"
     raise ConfigError(
         f"NUTCH_STORAGE_DATA_STORE_CLASS must be {EMBEDDED} or {HBASE}, got {backend!r}"
     )
