@@ -276,8 +276,9 @@ def test_generate_with_tasks_selects_what_one_task_selects(open_new, request, ca
     fill_due(one, request)
     fill_due(several, request)
     ranges = key_ranges(several.store, 4)
-    assert len(ranges) == 4
-    assert any(start.startswith(b"com.b:") for start, _ in ranges)
+    if open_new.backend == "embedded" or server_of(request, several) is not None:
+        assert len(ranges) == 4  # (a real HBase keeps the table in one region)
+        assert any(start.startswith(b"com.b:") for start, _ in ranges)
     values = {"NUTCH_GENERATE_MAX_COUNT": max_count, "NUTCH_GENERATE_COUNT_MODE": "host"}
     options = GenerateOptions.from_settings(load_settings(values, project=False), top_n=9)
     server = request.getfixturevalue("hbase_server") if open_new.backend == "hbase" else None
@@ -398,7 +399,8 @@ def test_machines_share_a_table_by_ranges(open_new, request, tmp_path, capsys):
     assert main(["storage", "splits", "-numTasks", "3", *args]) == 0
     lines = capsys.readouterr().out.splitlines()
     ranges = [line.split("\t") for line in lines]
-    assert len(ranges) == 3
+    real_hbase = open_new.backend == "hbase" and request.getfixturevalue("hbase_server") is None
+    assert len(ranges) == (1 if real_hbase else 3)
     assert ranges[0][0] == "" and ranges[-1][1] == ""
     assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     if open_new.backend == "hbase" and request.getfixturevalue("hbase_server") is not None:
