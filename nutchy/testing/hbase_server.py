@@ -1834,6 +1834,8 @@ class _ClientSocket:
         self._max_frame_size = max_frame_size
         self._frame_left = 0  # body bytes of the current frame not yet read
         self._header = b""  # the part of the next frame's size read so far
+        #: called with the size of each write, before it is sent
+        self.before_write: Callable[[int], None] | None = None
 
     def is_open(self) -> bool:
         return True
@@ -1876,6 +1878,8 @@ class _ClientSocket:
             self._frame_left = size
 
     def write(self, data: bytes) -> None:
+        if self.before_write is not None:
+            self.before_write(len(data))
         self.sock.sendall(data)
         self.bytes_written += len(data)
 
@@ -2051,23 +2055,33 @@ class HBaseThriftServer:
         protocol = self._protocol_factory.get_protocol(transport)
         closed_by = None
         handler, current = self._handler, self._handler.current
+        # A client waits for each answer before it sends its next call, so what is read and
+        # written in one process() is that call's request and response. They are counted as the
+        # answer is written, before it is sent: a client that reads its answer and then asks for
+        # the stats finds its call in them.
+        call: list[int] = [0, 0]  # bytes read before the call, whether its request is counted
+
+        def count(size: int) -> None:
+            method = current.method
+            if method is None:
+                return
+            with handler.lock:
+                counts = handler.call_bytes.get(method)
+                if counts is None:
+                    counts = handler.call_bytes[method] = [0, 0, 0]
+                if not call[1]:
+                    call[1] = 1
+                    request = client.bytes_read - call[0]
+                    counts[0] += request
+                    counts[2] = max(counts[2], request)
+                counts[1] += size
+
+        client.before_write = count
         try:
             while True:
-                # A client waits for each answer before it sends its next call, so what is read
-                # and written in one process() is that call's request and response.
                 current.method = None
-                read, written = client.bytes_read, client.bytes_written
+                call[0], call[1] = client.bytes_read, 0
                 self._processor.process(protocol, protocol)
-                method = current.method
-                if method is not None:
-                    request = client.bytes_read - read
-                    with handler.lock:
-                        counts = handler.call_bytes.get(method)
-                        if counts is None:
-                            counts = handler.call_bytes[method] = [0, 0, 0]
-                        counts[0] += request
-                        counts[1] += client.bytes_written - written
-                        counts[2] = max(counts[2], request)
         except BlockingIOError:  # SO_RCVTIMEO expired: EAGAIN from a blocking read
             closed_by = "idle"
         except _FrameTooLarge as e:
