@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 from nutchy.core.fetch import QUEUE_MODES
 from nutchy.exceptions import ConfigError
 from nutchy.jobs import _settings
+from nutchy.seeds import Seeds
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -189,6 +190,8 @@ class FetchJob:
     rounds: int = 1
     top_n: int | None = None
     add_days: int = 0
+    #: Seeds injected before the first generate (``-a seeds``), only without a batch.
+    seeds: Seeds | None = None
 
     #: Whether the batch was given (``-a batch``); ``False``: the crawl generates its batches.
     fixed: bool = True
@@ -209,13 +212,14 @@ class FetchJob:
         rounds: str | None = None,
         top_n: str | None = None,
         add_days: str | None = None,
+        seeds: str | None = None,
     ) -> FetchJob:
         """Parse the spider arguments ``-a batch=ID -a resume=true -a partition=k/K
-        -a timelimit=MIN`` or ``-a rounds=N -a topN=M -a adddays=D``;
+        -a timelimit=MIN`` or ``-a rounds=N -a topN=M -a adddays=D -a seeds=SEEDS``;
         :exc:`~nutchy.exceptions.ConfigError` explains a bad one.
 
         >>> FetchJob.from_args("b1", resume="true", partition="1/4", timelimit="0.5")
-        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5, rounds=1, top_n=None, add_days=0, fixed=True)
+        FetchJob(batch_id='b1', partition=1, partitions=4, resume=True, time_limit=0.5, rounds=1, top_n=None, add_days=0, seeds=None, fixed=True)
         >>> FetchJob.from_args(None, rounds="3", top_n="1000").generates
         True
         """
@@ -242,6 +246,11 @@ class FetchJob:
                 "-a rounds, -a topN and -a adddays generate batches: leave out -a batch, or fetch"
                 " the batch alone"
             )
+        if batch and seeds is not None:
+            raise ConfigError(
+                "-a seeds injects seeds before the crawl generates its batches: leave out -a"
+                " batch, or inject them first with nutchy inject"
+            )
         number = _int_arg("rounds", rounds, 1) if rounds is not None else 1
         top = _int_arg("topN", top_n, 1) if top_n is not None else None
         days = _int_arg("adddays", add_days, 0) if add_days is not None else 0
@@ -254,6 +263,7 @@ class FetchJob:
             rounds=number,
             top_n=top,
             add_days=days,
+            seeds=Seeds.from_arg(seeds) if seeds is not None else None,
             fixed=bool(batch),
         )
 

@@ -100,3 +100,13 @@ def _settings_egg() -> str | None:
     if spec is None or not isinstance(spec.loader, zipimport.zipimporter):
         return None
     return str(spec.loader.archive)
+
+
+def stop_file(settings: BaseSettings) -> Path | None:
+    """The ``STOP`` file that ends a crawl's rounds: in :func:`crawl_dir`, or ``None`` when the
+    crawl directory has no place (a relative one in a scrapyd job of the HBase store, which has no
+    other use for it: such a job is stopped with scrapyd's ``cancel.json``)."""
+    try:
+        return crawl_dir(settings) / "STOP"
+    except ConfigError:
+        return None

@@ -49,7 +49,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -69,6 +69,7 @@ from nutchy._fetch import (
     FetchSettings,
     fetch_finished,
 )
+from nutchy.config import stop_file
 from nutchy.core.fetch import (
     FetchEntry,
     FetchOutcome,
@@ -79,6 +80,7 @@ from nutchy.exceptions import NutchError, StoreError
 from nutchy.frontier import FETCH_COLUMNS, LocalFrontier
 from nutchy.jobs import _settings
 from nutchy.jobs.generate import GenerateOptions
+from nutchy.jobs.inject import InjectOptions
 from nutchy.outcomes import OutcomeWriter
 from nutchy.rounds import RoundDriver
 from nutchy.store import open_table
@@ -184,7 +186,8 @@ class NutchScheduler:
     spider opens); *frontier* and *rounds* build the :class:`~nutchy.frontier.Frontier` and the
     :class:`~nutchy.rounds.RoundDriver` on the open table. *downloader* gives access to the slots
     of the queues, *crawl* hands the engine a request (the engine then asks for more),
-    *close_spider* ends the crawl with a reason, and *stats* is the crawler's.
+    *close_spider* ends the crawl with a reason, and *stats* is the crawler's. *seeds* injects
+    the crawl's seeds (``-a seeds``) into the open table, in that thread, before anything is read.
     """
 
     def __init__(
@@ -200,11 +203,13 @@ class NutchScheduler:
         crawl: Callable[[Request], None] | None = None,
         fallback: BaseScheduler | None = None,
         close_spider: Callable[[str], object] | None = None,
+        seeds: Callable[[WebTable], object] | None = None,
     ) -> None:
         self.job = job
         self.settings = settings
         self.stats = stats
         self._open_table = table
+        self._seeds = seeds
         self._slots = downloader
         self._crawl = crawl
         self._fallback = fallback
@@ -291,7 +296,7 @@ class NutchScheduler:
                 stats=stats,
                 signals=crawler.signals,
                 generate_options=generate_options,
-                stop_file=Path(settings.get("NUTCH_CRAWL_DIR") or ".") / "STOP",
+                stop_file=stop_file(settings),
                 updates=_settings.get_bool(settings, "NUTCH_FETCHER_UPDATEDB"),
             )
 
@@ -308,6 +313,9 @@ class NutchScheduler:
             downloader=_DownloaderSlots(engine.downloader),
             crawl=engine.crawl,
             close_spider=close_spider,
+            seeds=None
+            if job.seeds is None
+            else partial(job.seeds.inject, options=InjectOptions.from_settings(settings)),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
@@ -828,6 +836,8 @@ class NutchScheduler:
     def _open_checked(self) -> WebTable:
         table = self._open_table()
         try:
+            if self._seeds is not None:
+                self._seeds(table)
             if not table.exists():
                 raise NutchError(
                     f"table {table.name!r} does not exist; inject and generate a batch first"

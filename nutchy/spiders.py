@@ -7,7 +7,8 @@ The spider's arguments say what to fetch:
 - no ``-a batch``: generate a batch of the URLs due, fetch, parse and update it, for
   ``-a rounds=N`` rounds (1 by default) of at most ``-a topN=M`` URLs each (due ``-a adddays=D``
   days from now), stopping early when generate selects nothing or a ``STOP`` file appears in
-  ``NUTCH_CRAWL_DIR``;
+  ``NUTCH_CRAWL_DIR``; ``-a seeds=SEEDS`` injects seeds first (a seed file or directory, or
+  URLs separated by commas or newlines: :mod:`nutchy.seeds`);
 - ``-a batch=ID``: the rows generated into batch *ID* (``-a batch=-all``: every generated row);
 - ``-a resume=true``: skip the rows of the batch that already have a fetch mark
   (``fetcher.job.resume``);
@@ -107,6 +108,7 @@ class NutchSpider(Spider):
         rounds: str | None = None,
         topN: str | None = None,
         adddays: str | None = None,
+        seeds: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -119,6 +121,7 @@ class NutchSpider(Spider):
             rounds=rounds,
             top_n=topN,
             add_days=adddays,
+            seeds=seeds,
         )
         self._parse_enabled: bool | None = None
 

@@ -27,6 +27,7 @@ from sites import Site, prepare_batch
 from nutchy.core.generate import partition_for
 from nutchy.core.status import CrawlStatus
 from nutchy.store.hbase import HBaseStore
+from nutchy.store.table import WebTable
 
 pytestmark = pytest.mark.slow
 
@@ -288,3 +289,34 @@ def test_a_job_with_a_relative_crawl_dir_fails_at_start_where_scrapyd_shows_it(d
     assert f"Process died: exitstatus=1 project='{PROJECT}' spider='nutch' job='{job}'" in (
         daemon.daemon_log()
     )
+
+
+def test_a_job_injects_its_seeds_and_crawls_a_round_on_hbase(daemons, hbase_address):
+    crawl_id = f"seeds{os.getpid()}"
+    host, port = hbase_address
+    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+    daemon = daemons[1]
+    try:
+        with Site((H2, H3)) as site:
+            urls = [site.url(H2, "/page/a"), site.url(H3, "/page/b"), site.url(H3, "/page/c")]
+            job = daemon.schedule(
+                args={"seeds": ",".join(urls), "rounds": "1"},
+                settings={**table_settings(hbase_address, crawl_id), **FAST},
+            )
+            daemon.wait_finished({job})
+            log = daemon.job_log(job)
+            assert f"The web table: table {crawl_id}_webpage on the HBase Thrift server" in log
+            assert (
+                f"Injected 3 URLs into {crawl_id}_webpage from 3 seed lines given to the spider"
+            ) in log
+            assert "Round 1 of 1: batch" in log
+            assert "Updated batch" in log  # the job fetched the batch whole: updatedb ran
+            assert "'finish_reason': 'finished'" in log and " ERROR: " not in log
+            table = WebTable(store)
+            for url in urls:
+                assert table.get(url, ["status"]).status == CrawlStatus.FETCHED, url
+            assert sorted(site.paths(H3)) == ["/page/b", "/page/c", "/robots.txt"]
+    finally:
+        if store.exists():
+            store.drop()
+        store.close()
