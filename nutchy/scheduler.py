@@ -76,7 +76,7 @@ from nutchy.core.fetch import (
     exception_status,
     fetch_change,
 )
-from nutchy.exceptions import NutchError, StoreError
+from nutchy.exceptions import StoreError, TableMissing
 from nutchy.frontier import FETCH_COLUMNS, LocalFrontier
 from nutchy.jobs import _settings
 from nutchy.jobs.generate import GenerateOptions
@@ -839,8 +839,9 @@ class NutchScheduler:
             if self._seeds is not None:
                 self._seeds(table)
             if not table.exists():
-                raise NutchError(
-                    f"table {table.name!r} does not exist; inject and generate a batch first"
+                raise TableMissing(
+                    f"table {table.name!r} does not exist ({table.store!r}); inject and generate"
+                    " a batch first"
                 )
         except BaseException:
             table.close()

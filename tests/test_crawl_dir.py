@@ -83,3 +83,30 @@ def test_a_project_run_from_an_egg_refuses_a_relative_crawl_dir(no_project, monk
 def test_a_crawl_dir_that_is_no_path_is_refused(no_project, value):
     with pytest.raises(ConfigError, match="NUTCH_CRAWL_DIR must be a folder path"):
         crawl_dir(settings(NUTCH_CRAWL_DIR=value))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["readdb", "-stats"],
+        ["generate", "-topN", "5"],
+        ["parse", "999-999"],
+        ["updatedb", "999-999"],
+    ],
+)
+def test_read_only_verbs_before_inject_create_nothing_and_name_the_file(
+    args, no_project, monkeypatch, capsys
+):
+    from nutchy.cli import main
+
+    (no_project / "scrapy.cfg").write_text("[settings]\ndefault = projsettings\n")
+    (no_project / "projsettings.py").write_text("BOT_NAME = 'p'\n")
+    monkeypatch.syspath_prepend(str(no_project))
+    sub = no_project / "proj" / "sub"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert main(args) == 2
+    path = no_project.resolve() / "crawl" / "webpage.sqlite"
+    assert f"table 'webpage' does not exist in {path}" in capsys.readouterr().err
+    made = [p for p in no_project.rglob("*") if p.name == "crawl" or ".sqlite" in p.name]
+    assert made == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import marshal
+import re
 import sqlite3
 import subprocess
 import sys
@@ -42,7 +43,29 @@ def test_reads_of_a_missing_table_say_how_to_create_it(tmp_path):
 def test_an_unopenable_path_is_reported(tmp_path):
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(StoreUnavailable, match="cannot open the embedded store"):
-        EmbeddedStore(tmp_path / "file" / "w.sqlite")
+        EmbeddedStore(tmp_path / "file" / "w.sqlite").create()
+
+
+def test_a_store_with_no_file_makes_none_until_create(tmp_path):
+    path = tmp_path / "crawl" / "w.sqlite"
+    with EmbeddedStore(path) as store:
+        assert not store.exists()
+        missing = f"table 'webpage' does not exist in {path}"
+        with pytest.raises(TableMissing, match=re.escape(missing)):
+            store.get(b"k")
+        with pytest.raises(TableMissing, match=re.escape(missing)):
+            list(store.scan(Scan()))
+        with pytest.raises(TableMissing, match=re.escape(missing)):
+            store.write([RowUpdate(b"k", {b"f:st": b"1"})])
+        with pytest.raises(TableMissing, match=re.escape(missing)), store.exclusive("generate"):
+            pass
+        store.drop()
+        store.checkpoint()
+        assert not (tmp_path / "crawl").exists()
+        assert store.create()
+    assert path.exists()
+    with EmbeddedStore(path) as again:
+        assert again.exists()
 
 
 def test_due_and_batch_scans_are_served_by_indexes(tmp_path):

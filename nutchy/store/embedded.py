@@ -187,21 +187,58 @@ class EmbeddedStore:
         self._lock = threading.RLock()
         self._busy_timeout = busy_timeout
         self._checkpointer: threading.Thread | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            # 64 KiB pages (set when the file is created): six 10 KB page bodies fit one page,
-            # where 16 KiB pages fit one and waste a third of the file. Measured in
-            # docs/benchmarks.md, they also write and scan faster.
-            self._conn.execute("PRAGMA page_size = 65536")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            self._conn.execute("PRAGMA cache_size = -65536")
-            self._conn.execute("PRAGMA wal_autocheckpoint = 4096")
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        self._synchronous = synchronous.upper()
+        # Connected on first use: a store opened where there is no file yet (a read-only verb
+        # run before inject, or in the wrong folder) leaves no empty file behind; only
+        # create() makes one.
+        self._connection: sqlite3.Connection | None = None
+        if self.path.exists():
+            self._connect()
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection; a store whose file does not exist has no table in it."""
+        connection = self._connection
+        if connection is None:
+            with self._lock:
+                if not self.path.exists():
+                    raise self._missing()
+                connection = self._connect()
+        return connection
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open the file (creating it and its folder when missing)."""
+        with self._lock:
+            if self._connection is not None:
+                return self._connection
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=self._busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                # 64 KiB pages (set when the file is created): six 10 KB page bodies fit one
+                # page, where 16 KiB pages fit one and waste a third of the file. Measured in
+                # docs/benchmarks.md, they also write and scan faster.
+                conn.execute("PRAGMA page_size = 65536")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                conn.execute("PRAGMA cache_size = -65536")
+                conn.execute("PRAGMA wal_autocheckpoint = 4096")
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreUnavailable(
+                    f"cannot open the embedded store at {self.path}: {exc}"
+                ) from exc
+            self._connection = conn
+            return conn
+
+    def _missing(self) -> TableMissing:
+        return TableMissing(
+            f"table {self.table_name!r} does not exist in {self.path};"
+            " run 'nutchy storage init' or 'nutchy inject'"
+        )
 
     def __repr__(self) -> str:
         return f"EmbeddedStore({str(self.path)!r}, table_name={self.table_name!r})"
@@ -216,6 +253,8 @@ class EmbeddedStore:
 
     def exists(self) -> bool:
         with self._lock:
+            if self._connection is None and not self.path.exists():
+                return False
             row = self._query(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.table_name,)
             ).fetchone()
@@ -223,6 +262,7 @@ class EmbeddedStore:
 
     def create(self) -> bool:
         with self._lock:
+            self._connect()
             self._check_layout()
             if self.exists():
                 return False
@@ -279,6 +319,8 @@ class EmbeddedStore:
     def drop(self) -> None:
         name = self.table_name
         with self._lock:
+            if self._connection is None and not self.path.exists():
+                return  # no file, no table
             self._transaction(
                 lambda: [
                     self._conn.execute(f"DROP TABLE IF EXISTS {_quote(n)}")
@@ -361,7 +403,8 @@ class EmbeddedStore:
         if self._checkpointer is not None:
             self._checkpointer.join()
         with self._lock:
-            self._conn.close()
+            if self._connection is not None:
+                self._connection.close()
 
     def checkpoint(self) -> None:
         """Start a passive checkpoint (the write-ahead log copied into the file, without waiting
@@ -370,8 +413,10 @@ class EmbeddedStore:
         this takes the copy of the fetch's writes out of the :meth:`close` that would otherwise
         do it (0.3 s for the 75 MB of log a fetch of 5,000 pages answered with 304 leaves).
         Failing, it logs why and leaves the log to the next checkpoint."""
-        if self._checkpointer is not None and self._checkpointer.is_alive():
-            return
+        if self._connection is None or (
+            self._checkpointer is not None and self._checkpointer.is_alive()
+        ):
+            return  # nothing written through this store, or a checkpoint under way
         thread = threading.Thread(
             target=self._checkpoint, name=f"checkpoint {self.path.name}", daemon=True
         )
@@ -708,6 +753,9 @@ class EmbeddedStore:
         holder exits, however it ends. Waits while another holder has it."""
         if not name.isidentifier():
             raise ValueError(f"a lock name is a word, got {name!r}")
+        if not self.exists():
+            # No table to lock, and no lock file left beside a file that is not there.
+            raise self._missing()
         path = self.path.with_name(f"{self.path.name}.{name}.lock")
         with path.open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -882,10 +930,7 @@ class EmbeddedStore:
     def _error(self, exc: sqlite3.Error, doing: str = "") -> StoreError:
         """The error to raise for *exc*: :exc:`TableMissing` when the table is not there."""
         if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
-            return TableMissing(
-                f"table {self.table_name!r} does not exist in {self.path};"
-                " run 'nutchy storage init' or 'nutchy inject'"
-            )
+            return self._missing()
         return StoreError(f"{self}: {doing}{exc}")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
