@@ -49,6 +49,8 @@ META_ENTRY: Final = "nutch_entry"
 META_QUEUE: Final = "nutch_queue"
 #: Response meta: the :class:`~nutchy.core.fetch.FetchOutcome` recorded for the response.
 META_OUTCOME: Final = "nutch_outcome"
+#: Response meta: when the response's outcome was recorded, in ms since the epoch (its ``f:ts``).
+META_FETCH_TIME: Final = "nutch_fetch_time"
 #: Request meta: the URLs fetched so far in this redirect chain (followed redirects only).
 META_CHAIN: Final = "nutch_redirects"
 #: Request meta: the row of a followed redirect's target did not exist before this fetch.

@@ -232,6 +232,10 @@ NUTCH_HTTP_STORE_RESPONSETIME = True
 # Timeout (ms) of one request.
 NUTCH_HTTP_TIMEOUT = 10000
 
+# (nutchy only) Whether the items of parsed pages (nutchy.items) carry the page's content: text,
+# or Base64 for a content type that is not text.
+NUTCH_ITEM_CONTENT = False
+
 # Longest outlink URL kept, in characters.
 NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH = 3000
 

@@ -41,6 +41,7 @@ from twisted.internet import error as tx_error
 from nutchy._fetch import (
     META_CHAIN,
     META_ENTRY,
+    META_FETCH_TIME,
     META_FOLLOW,
     META_NEW_ROW,
     META_OUTCOME,
@@ -199,6 +200,7 @@ class NutchFetchMiddleware:
         if follow is not None:
             return follow
         request.meta[META_OUTCOME] = outcome
+        request.meta[META_FETCH_TIME] = now
         if not self.every_response and outcome.crawl_status != CrawlStatus.FETCHED:
             raise AnswerRecorded(outcome)
         return response

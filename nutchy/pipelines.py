@@ -2,8 +2,10 @@
 
 With ``NUTCH_FETCHER_PARSE`` on, the ``nutch`` spider yields a :class:`FetchedPage` for every
 successful fetch, and :class:`NutchParsePipeline` parses it with the code of ``nutchy parse``
-(:mod:`nutchy.core.parse`) and writes the parse columns. Pages are parsed and written in a
-thread, in batches of ``NUTCH_FETCHER_FLUSH_SIZE``, never on the reactor.
+(:mod:`nutchy.core.parse`), writes the parse columns and returns the parsed page as a
+:class:`~nutchy.items.PageItem`, which the project's own pipelines and the feed exports get.
+Pages are parsed in a thread, never on the reactor, and written in batches of
+``NUTCH_FETCHER_FLUSH_SIZE``.
 
 With ``NUTCH_FETCHER_UPDATEDB`` on, :class:`NutchDbUpdatePipeline` runs the code of ``nutchy
 updatedb`` (:mod:`nutchy.jobs.updatedb`) in a thread on every batch this crawl fetched whole,
@@ -17,21 +19,31 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 
 from nutchy._fetch import ALL_BATCHES, batch_fetched, batch_parsed
 from nutchy.core.parse import ParseConfig, is_truncated, parse_change, parse_content
 from nutchy.core.signature import Signature
-from nutchy.core.status import CrawlStatus, Mark
+from nutchy.core.status import CrawlStatus, Mark, crawl_status_name
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import StoreError
+from nutchy.items import (
+    PageContentItem,
+    PageItem,
+    content_fields,
+    fetch_time_iso,
+    outlinks,
+    parse_status_name,
+)
 from nutchy.jobs._cycle import finish_batch, parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.store import open_table
-from nutchy.store.schema import build_update
+from nutchy.store.schema import RowUpdate, build_update
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
@@ -48,7 +60,9 @@ __all__ = ["FetchedPage", "NutchDbUpdatePipeline", "NutchParsePipeline"]
 
 @dataclass
 class FetchedPage:
-    """A page the ``nutch`` spider fetched successfully, on its way to the parse pipeline."""
+    """A page the ``nutch`` spider fetched successfully, on its way to the parse pipeline, which
+    returns a :class:`~nutchy.items.PageItem` in its place. Pipelines ordered before it (below
+    100) see this; its *content* is bytes and is left out of its repr."""
 
     key: str
     url: str
@@ -58,11 +72,24 @@ class FetchedPage:
     headers: dict[str, str] = field(repr=False)
     content: bytes = field(repr=False)
     truncated: bool = False
+    #: The HTTP status code of the answer.
+    http_status: int = 200
+    #: When the answer came, in ms since the epoch (the row's ``f:ts``).
+    fetch_time: int = 0
 
 
 class NutchParsePipeline:
-    """Parses every :class:`FetchedPage` and writes title, text, outlinks, signature, parse status
-    and the parse mark (see docs/parse.md). Other items pass through untouched."""
+    """Parses every :class:`FetchedPage`, writes title, text, outlinks, signature, parse status
+    and the parse mark (see docs/parse.md), and returns the page as a
+    :class:`~nutchy.items.PageItem` (:class:`~nutchy.items.PageContentItem` with *item_content*),
+    so that the pipelines after it and the feed exports see the parsed page. Other items pass
+    through untouched.
+
+    Parsing runs in a thread, never on the reactor: the pages that arrive while a thread is busy
+    are parsed together in the next one, with one read of their rows (for the signature move and
+    the score). The writes are buffered, and written every *flush_size* pages, when a batch has
+    been fetched, and on close.
+    """
 
     def __init__(
         self,
@@ -73,6 +100,7 @@ class NutchParsePipeline:
         skip_truncated: bool,
         timeout: float,
         flush_size: int,
+        item_content: bool,
         stats: StatsCollector,
     ) -> None:
         self.table = table
@@ -81,8 +109,13 @@ class NutchParsePipeline:
         self.skip_truncated = skip_truncated
         self.timeout = timeout
         self.flush_size = flush_size
+        self.item_content = item_content
         self.stats = stats
-        self.pending: list[FetchedPage] = []
+        self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
+        self._flushes: list[Deferred[None]] = []
+        self._working = False
+        #: The parses not written yet; only the worker's thread touches it.
+        self._updates: list[RowUpdate] = []
         self._store_error_logged = False
 
     @classmethod
@@ -100,6 +133,7 @@ class NutchParsePipeline:
             skip_truncated=get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
             timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
             flush_size=get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
+            item_content=get_bool(settings, "NUTCH_ITEM_CONTENT"),
             stats=crawler.stats,
         )
         crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
@@ -112,62 +146,131 @@ class NutchParsePipeline:
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
             return item
-        self.pending.append(item)
-        if len(self.pending) >= self.flush_size:
-            await self._flush()
-        return item
+        parsed: Deferred[PageItem] = Deferred()
+        self._waiting.append((item, parsed))
+        self._work()
+        return await maybe_deferred_to_future(parsed)
 
     async def close_spider(self) -> None:
         await self._flush()
         await run_in_thread(self.table.close)
 
     async def _flush(self) -> None:
-        pages, self.pending = self.pending, []
-        if pages:
-            await run_in_thread(self._parse_and_write, pages)
+        """Write the parses held, after the pages waiting are parsed."""
+        flushed: Deferred[None] = Deferred()
+        self._flushes.append(flushed)
+        self._work()
+        await maybe_deferred_to_future(flushed)
 
-    def _parse_and_write(self, pages: list[FetchedPage]) -> None:
-        """Parse *pages* and write the results (in a thread). When the table cannot be read or
-        written, the pages are left unparsed (``nutchy parse ID -resume`` parses those whose
-        fetch was written; the others are fetched again) and the crawl goes on: whether the
-        fetch can is the scheduler's to decide."""
+    def _work(self) -> None:
+        if not self._working:
+            self._working = True
+            deferred_from_coro(self._worker())
+
+    async def _worker(self) -> None:
+        """Parse the pages waiting, and write when asked or when enough are held, one thread at
+        a time, until nothing waits; then tell each waiter."""
         try:
-            stored = self.table.get_many(
-                [p.key for p in pages], ["signature", "prev_signature", "markers"]
-            )
-        except StoreError as exc:
-            self._not_written(len(pages), exc)
-            return
-        updates = []
-        for fetched in pages:
-            row = stored.get(fetched.key) or WebPage(fetched.key)
-            page = WebPage(
-                fetched.key,
-                status=CrawlStatus.FETCHED,
-                base_url=fetched.base_url,
-                content=fetched.content,
-                content_type=fetched.content_type,
-                headers=fetched.headers,
-                signature=row.signature,
-                prev_signature=row.prev_signature,
-                metadata={"truncated-content": b"true"} if fetched.truncated else {},
-                markers={**row.markers, Mark.FETCH: fetched.batch_id},
-            )
-            if self.skip_truncated and is_truncated(page):
-                self.stats.inc_value("nutch/parse/skipped/truncated")
-                continue
-            config = self.config
-            if self.timeout >= 0:
-                config = replace(
-                    config, clock=time.monotonic, deadline=time.monotonic() + self.timeout
+            while self._waiting or self._flushes:
+                waiting, self._waiting = self._waiting, []
+                flushes, self._flushes = self._flushes, []
+                pages = [page for page, _ in waiting]
+                try:
+                    items = await run_in_thread(self._process, pages, bool(flushes))
+                except Exception as exc:  # noqa: BLE001 - each waiter gets it and raises it
+                    # A bug, not the store (whose errors _process counts): each item fails
+                    # with it, and Scrapy logs it.
+                    for _, parsed in waiting:
+                        parsed.errback(exc)
+                    for flushed in flushes:
+                        flushed.errback(exc)
+                    continue
+                for (_, parsed), item in zip(waiting, items, strict=True):
+                    parsed.callback(item)
+                for flushed in flushes:
+                    flushed.callback(None)
+        finally:
+            self._working = False
+
+    def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
+        """Parse *pages* and return their items; write the parses held when *write* or when
+        there are *flush_size* (in a thread). When the rows cannot be read, the pages still
+        give their items (without score), but their parses are not written: ``nutchy parse ID
+        -resume`` parses those whose fetch was written, the others are fetched again."""
+        stored: dict[str, WebPage] = {}
+        readable = True
+        if pages:
+            try:
+                stored = self.table.get_many(
+                    [p.key for p in pages], ["signature", "prev_signature", "markers", "score"]
                 )
-            content_type = fetched.headers.get("Content-Type") or fetched.content_type
-            result = parse_content(
-                fetched.base_url or fetched.url, fetched.content, content_type, config
+            except StoreError as exc:
+                self._not_written(len(pages), exc)
+                readable = False
+        items = [self._parse(page, stored.get(page.key), keep=readable) for page in pages]
+        if self._updates and (write or len(self._updates) >= self.flush_size):
+            updates, self._updates = self._updates, []
+            self._write(updates)
+        return items
+
+    def _parse(self, fetched: FetchedPage, row: WebPage | None, *, keep: bool) -> PageItem:
+        """Parse *fetched* (whose row, read before, is *row*), hold the parse for writing when
+        *keep*, and return its item."""
+        item = PageContentItem() if self.item_content else PageItem()
+        item.update(
+            url=fetched.url,
+            batch_id=fetched.batch_id,
+            status=crawl_status_name(CrawlStatus.FETCHED),
+            fetch_time=fetch_time_iso(fetched.fetch_time),
+            http_status=fetched.http_status,
+            content_type=fetched.content_type or "",
+            truncated=fetched.truncated,
+        )
+        if row is not None:
+            item["score"] = row.score
+        content_type = fetched.headers.get("Content-Type") or fetched.content_type
+        if self.item_content:
+            item.update(content_fields(fetched.content, content_type))
+        page = WebPage(
+            fetched.key,
+            status=CrawlStatus.FETCHED,
+            base_url=fetched.base_url,
+            content=fetched.content,
+            content_type=fetched.content_type,
+            headers=fetched.headers,
+            signature=row.signature if row else None,
+            prev_signature=row.prev_signature if row else None,
+            metadata={"truncated-content": b"true"} if fetched.truncated else {},
+            markers={**(row.markers if row else {}), Mark.FETCH: fetched.batch_id},
+        )
+        if self.skip_truncated and is_truncated(page):
+            self.stats.inc_value("nutch/parse/skipped/truncated")
+            return item
+        config = self.config
+        if self.timeout >= 0:
+            config = replace(config, clock=time.monotonic, deadline=time.monotonic() + self.timeout)
+        result = parse_content(
+            fetched.base_url or fetched.url, fetched.content, content_type, config
+        )
+        self.stats.inc_value(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
+        change = parse_change(page, result, self.signature)
+        if keep:
+            self._updates.append(
+                build_update(fetched.key, change.fields, change.entries, change.replace)
             )
-            self.stats.inc_value(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
-            change = parse_change(page, result, self.signature)
-            updates.append(build_update(fetched.key, change.fields, change.entries, change.replace))
+        item["parse_status"] = parse_status_name(result.status)
+        if "title" in change.fields:
+            item["title"] = change.fields["title"]
+            item["text"] = change.fields["text"]
+        links = change.replace.get("outlinks", change.entries.get("outlinks"))
+        if links is not None:
+            item["outlinks"] = outlinks(cast("dict[str, str]", links))
+        new_signature = change.fields.get("signature")
+        if isinstance(new_signature, bytes):
+            item["signature"] = new_signature.hex()
+        return item
+
+    def _write(self, updates: list[RowUpdate]) -> None:
         try:
             self.table.write(updates)
         except StoreError as exc:

@@ -34,7 +34,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
 from nutchy._checks import refuse_to_start
-from nutchy._fetch import META_ENTRY, META_OUTCOME, FetchJob
+from nutchy._fetch import META_ENTRY, META_FETCH_TIME, META_OUTCOME, FetchJob
 from nutchy.core.status import CrawlStatus
 from nutchy.exceptions import ConfigError
 from nutchy.pipelines import FetchedPage
@@ -166,8 +166,9 @@ class NutchSpider(Spider):
         :attr:`nutch_every_response`); the fetch is already recorded.
 
         With ``NUTCH_FETCHER_PARSE`` on, a successful fetch is passed on as a
-        :class:`~nutchy.pipelines.FetchedPage` item, for
-        :class:`~nutchy.pipelines.NutchParsePipeline`.
+        :class:`~nutchy.pipelines.FetchedPage` item, which
+        :class:`~nutchy.pipelines.NutchParsePipeline` turns into a
+        :class:`~nutchy.items.PageItem`.
         """
         if self._parse_enabled is None:
             self._parse_enabled = self.settings.getbool("NUTCH_FETCHER_PARSE")
@@ -186,6 +187,8 @@ class NutchSpider(Spider):
             headers=dict(outcome.headers or {}),
             content=outcome.content or b"",
             truncated=outcome.truncated,
+            http_status=outcome.http_code,
+            fetch_time=response.meta.get(META_FETCH_TIME, 0),
         )
 
 

@@ -1,9 +1,10 @@
 """NutchParsePipeline as a component: built from a crawler, other items pass through, pages are
-parsed and written in batches."""
+parsed and written in batches, and each comes out as a PageItem."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 
 import pytest
@@ -15,6 +16,7 @@ from nutchy.addon import NutchAddon
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import StoreError
+from nutchy.items import PageContentItem, PageItem
 from nutchy.pipelines import FetchedPage, NutchDbUpdatePipeline, NutchParsePipeline
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
@@ -46,6 +48,7 @@ def fetched(url: str, body: bytes) -> FetchedPage:
         content_type="text/html",
         headers={"Content-Type": "text/html; charset=utf-8"},
         content=body,
+        fetch_time=1_700_000_000_123,
     )
 
 
@@ -75,8 +78,36 @@ def test_parses_and_writes_a_batch(tmp_path):
     pipeline.table.put(WebPage(reverse_url(url), signature=b"old"), ["signature"])
     truncated = fetched("http://a.example/t", b"<title>T</title>")
     truncated.truncated = True
-    pipeline._parse_and_write([fetched(url, b"<title>A</title><a href='/b'>b</a>"), truncated])
+    items = pipeline._process(
+        [fetched(url, b"<title>A</title><a href='/b'>b</a>"), truncated], write=True
+    )
     pipeline.table.close()
+    assert [type(item) for item in items] == [PageItem, PageItem]
+    assert dict(items[0]) == {
+        "url": url,
+        "batch_id": "b1",
+        "status": "status_fetched",
+        "fetch_time": "2023-11-14T22:13:20.123Z",
+        "http_status": 200,
+        "content_type": "text/html",
+        "truncated": False,
+        "score": 0.0,
+        "parse_status": "success_ok",
+        "title": "A",
+        "text": "b",
+        "outlinks": [{"url": "http://a.example/b", "anchor": "b"}],
+        "signature": hashlib.md5(b"<title>A</title><a href='/b'>b</a>").hexdigest(),
+    }
+    # Not parsed: the fetch's fields only; its row was not read (it has none in this table).
+    assert dict(items[1]) == {
+        "url": "http://a.example/t",
+        "batch_id": "b1",
+        "status": "status_fetched",
+        "fetch_time": "2023-11-14T22:13:20.123Z",
+        "http_status": 200,
+        "content_type": "text/html",
+        "truncated": True,
+    }
     with open_table(c.settings) as table:
         page = table.get(url)
         assert (page.title, page.prev_signature) == ("A", b"old")
@@ -95,12 +126,17 @@ def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, capl
     pipeline = build_from_crawler(NutchParsePipeline, c)
     pipeline.table.create()
     page = fetched("http://a.example/", b"<title>A</title>")
-    pipeline._parse_and_write([page])
+    pipeline._process([page], write=True)
     assert pipeline.table.get("http://a.example/").title == "A"
     server.stop()
     with caplog.at_level(logging.ERROR):
-        pipeline._parse_and_write([page, fetched("http://a.example/b", b"<title>B</title>")])
-        pipeline._parse_and_write([page])
+        items = pipeline._process(
+            [page, fetched("http://a.example/b", b"<title>B</title>")], write=True
+        )
+        pipeline._process([page], write=True)
+    # The items still come, parsed, without the score the row would have given.
+    assert [item["title"] for item in items] == ["A", "B"]
+    assert "score" not in items[0]
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     assert errors[0].exc_info is None  # the store's message says it all: no traceback
@@ -127,3 +163,50 @@ def test_an_updatedb_the_store_fails_says_what_to_run_and_fails_the_batch(tmp_pa
     assert message.startswith("Cannot update batch b1: the HBase Thrift server at 127.0.0.1:")
     assert message.endswith("Once the table can be reached: nutchy updatedb b1")
     assert c.stats.get_value("nutch/updatedb/failed") == 1
+
+
+def test_the_items_of_pages_by_parse_status(tmp_path):
+    c = crawler(tmp_path)
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    pipeline.table.create()
+    url = "http://a.example/"
+    pipeline.table.put(WebPage(reverse_url(url), score=2.5), ["score"])
+    refresh = fetched(url, b'<meta http-equiv="refresh" content="0; url=/next">')
+    binary = fetched("http://a.example/img", b"\x89PNG")
+    binary.content_type = "image/png"
+    binary.headers = {"Content-Type": "image/png"}
+    refreshed, image = pipeline._process([refresh, binary], write=True)
+    pipeline.table.close()
+    # A meta refresh: its target is the one outlink; no title, text or signature (none written).
+    assert refreshed["parse_status"] == "success_redirect"
+    assert refreshed["outlinks"] == [{"url": "http://a.example/next", "anchor": ""}]
+    assert refreshed["score"] == 2.5
+    assert not {"title", "text", "signature"} & set(refreshed)
+    # Not parsed: the signature, nothing else of a parse.
+    assert image["parse_status"] == "notparsed"
+    assert image["signature"] == hashlib.md5(b"\x89PNG").hexdigest()
+    assert not {"title", "text", "outlinks", "content"} & set(image)
+
+
+def test_the_content_only_with_its_setting(tmp_path):
+    c = crawler(tmp_path, NUTCH_ITEM_CONTENT=True)
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    pipeline.table.create()
+    html = fetched("http://a.example/", "<title>é</title>".encode())
+    binary = fetched("http://a.example/img", b"\x89PNG")
+    binary.content_type = "image/png"
+    binary.headers = {"Content-Type": "image/png"}
+    page, image = pipeline._process([html, binary], write=True)
+    pipeline.table.close()
+    assert type(page) is PageContentItem
+    assert (page["content"], page["content_base64"]) == ("<title>é</title>", False)
+    assert (image["content"], image["content_base64"]) == ("iVBORw==", True)
+
+
+def test_other_items_pass_through(tmp_path):
+    pipeline = build_from_crawler(NutchParsePipeline, crawler(tmp_path))
+    item = {"a": 1}
+    assert asyncio.run(pipeline.process_item(item)) is item
+    pipeline.table.close()
