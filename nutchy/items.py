@@ -23,6 +23,7 @@ import base64
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pprint import pformat
 from typing import Final
 
 from scrapy import Field, Item
@@ -40,6 +41,10 @@ __all__ = [
     "outlinks",
     "parse_status_name",
 ]
+
+
+#: How much of a long text an item's repr shows.
+_REPR_CHARS: Final = 100
 
 
 class PageItem(Item):
@@ -78,6 +83,22 @@ class PageItem(Item):
     signature = Field()
     #: The row's score (``s:s``), as generate saw it.
     score = Field()
+
+    def __repr__(self) -> str:
+        """The fields, with long texts cut: Scrapy logs every item scraped (at DEBUG level) with
+        its repr, which would otherwise hold the whole text of every page.
+
+        >>> shown = repr(PageItem(url="http://a.example/", text="word " * 240))
+        >>> "(1200 characters)" in shown, len(shown) < 200
+        (True, True)
+        """
+        shown = {
+            name: f"{value[:_REPR_CHARS]}… ({len(value)} characters)"
+            if isinstance(value, str) and len(value) > _REPR_CHARS
+            else value
+            for name, value in self.items()
+        }
+        return pformat(shown, sort_dicts=False)
 
 
 class PageContentItem(PageItem):
