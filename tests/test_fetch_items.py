@@ -97,6 +97,7 @@ def load_jsonl(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.slow  # 4-5 s on a loaded machine: a crawl of ten URLs on two hosts, three feeds
 def test_feed_exports_and_a_project_pipeline(store, tmp_path):
     robots = {H3: "User-agent: *\nDisallow: /private\n"}
     with GraphSite((H2, H3), robots=robots) as site:
