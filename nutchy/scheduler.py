@@ -105,6 +105,11 @@ __all__ = ["FETCH_COLUMNS", "NutchScheduler"]
 
 logger = logging.getLogger(__name__)
 
+# Why a fetch stopped taking URLs, when the table failed it.
+_READ_ERROR = "a read error"
+_WRITE_ERROR = "a write error"
+_STORE_FAILURES = (_READ_ERROR, _WRITE_ERROR)
+
 _Item = tuple[FetchEntry, "dict[str, Any] | None"]
 
 
@@ -630,7 +635,7 @@ class NutchScheduler:
     def _read_failed(self, failure: Failure) -> None:
         self._reading = False
         self._stopped = True
-        self._stop_reason = "a read error"
+        self._stop_reason = _READ_ERROR
         logger.error(
             "Cannot read the batch from the table: %(error)s; the fetch ends with the rows"
             " already read",
@@ -729,7 +734,7 @@ class NutchScheduler:
             # Every page fetched from now on would be fetched for nothing, and fetched again
             # by the resume: stop asking the hosts for more.
             self.stats.inc_value("nutch/fetch/stopped_by_write_error", self._queued)
-            self._halt("a write error")
+            self._halt(_WRITE_ERROR)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -807,6 +812,10 @@ class NutchScheduler:
         complete = not self._stopped and job.partition is None and not self._closing
         await self._writer.drain()
         reason = await self._rounds.finish(job, complete=complete, why=self._why())
+        if reason == "finished" and self._stop_reason in _STORE_FAILURES:
+            # The crawl's finish reason says it, where scrapy crawl's exit code cannot (a
+            # scrapyd job's log ends with it); nutchy crawl's fetch child exits with 1.
+            reason = "nutch_store_error"
         if complete and reason == "finished" and job.generates:
             next_job = await self._rounds.next_batch(job)
             if next_job is not None:

@@ -180,6 +180,7 @@ def test_a_write_that_fails_stops_the_fetch(tmp_path):
     assert "was not fetched whole (a write error)" in run.log
     assert run.stats["nutch/fetch/stopped_by_write_error"] > 0
     assert run.stats["nutch/store/put_error"] > 0
+    assert run.stats["finish_reason"] == "nutch_store_error"
     # at one page every 0.2 s, the outcomes of pages 1-5 go in one write (flush size 5) and the
     # next write fails: a few pages more were asked, not the 30
     assert 5 <= len(pages) <= 12, pages
