@@ -924,6 +924,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(CHILDREN[args.child](json.loads(args.spec))), flush=True)
         return 0
+    # A long run's sections show as they are printed, also in a file.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if args.quick:
         args.targets, args.rows, args.top_n = 1000, 10_000, 500
         args.before_targets = args.before_targets or 400
