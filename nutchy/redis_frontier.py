@@ -496,6 +496,35 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[2], 'batch', ARGV[2], 'round', ARGV[3])
 return 1
 """
+# KEYS: lock, the batch's meta. ARGV: token, flag, ttl of a meta made here (ms).
+_MARK = r"""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local fresh = redis.call('EXISTS', KEYS[2]) == 0
+redis.call('HSET', KEYS[2], ARGV[2], '1')
+if fresh then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return 1
+"""
+# The workers that attend a batch (they fetch it, or still write what they fetched of it):
+# ARGV: prefix, token, ttl (ms). The key outlives the batch's other keys and expires by itself.
+_ATTEND = (
+    _PRELUDE
+    + r"""
+local ttl = tonumber(ARGV[3])
+redis.call('ZADD', P .. ':workers', now_ms() + ttl, ARGV[2])
+if redis.call('PTTL', P .. ':workers') < ttl * 2 then
+  redis.call('PEXPIRE', P .. ':workers', ttl * 2)
+end
+return 1
+"""
+)
+# ARGV: prefix. Returns how many workers attend the batch (their attendance not expired).
+_ATTENDING = (
+    _PRELUDE
+    + r"""
+redis.call('ZREMRANGEBYSCORE', P .. ':workers', '-inf', now_ms())
+return redis.call('ZCARD', P .. ':workers')
+"""
+)
 
 
 # --- the frontier -------------------------------------------------------------------------------
@@ -589,6 +618,9 @@ class RedisFrontier:
                 ("renew_lock", _RENEW_LOCK),
                 ("release_lock", _RELEASE_LOCK),
                 ("set_current", _SET_CURRENT),
+                ("mark", _MARK),
+                ("attend", _ATTEND),
+                ("attending", _ATTENDING),
             )
         }
 
@@ -909,6 +941,40 @@ class RedisFrontier:
                 args=[lock.token, batch_id or "", round],
             )
         )
+
+    @_redis_errors
+    def mark_batch(self, lock: LeadLock, batch_id: str, flag: str) -> bool:
+        """Record *flag* (say ``updated``) on *batch_id*, if *lock* is still held; ``False``
+        otherwise, and nothing changes. The flag lives as long as the batch's ``done`` record."""
+        return bool(
+            self._scripts["mark"](
+                keys=[self.crawl_key("lead"), f"{self.batch_prefix(batch_id)}:meta"],
+                args=[lock.token, flag, self._ms(self.done_ttl)],
+            )
+        )
+
+    @_redis_errors
+    def batch_marked(self, batch_id: str, flag: str) -> bool:
+        """Whether *flag* was recorded on *batch_id* (:meth:`mark_batch`)."""
+        return bool(self.client.hexists(f"{self.batch_prefix(batch_id)}:meta", flag))
+
+    @_redis_errors
+    def attend(self, batch_id: str, token: str, ttl: float) -> None:
+        """Say that the worker *token* attends *batch_id* for the next *ttl* seconds: it fetches
+        the batch, or still writes what it fetched (its parse). Call it again to stay; a worker
+        that dies stops attending when its last *ttl* ends."""
+        self._scripts["attend"](args=[self.batch_prefix(batch_id), token, self._ms(ttl)])
+
+    @_redis_errors
+    def leave(self, batch_id: str, token: str) -> None:
+        """The worker *token* no longer attends *batch_id*: what it fetched is written."""
+        self.client.zrem(f"{self.batch_prefix(batch_id)}:workers", token)
+
+    @_redis_errors
+    def attending(self, batch_id: str) -> int:
+        """How many workers attend *batch_id* (:meth:`attend`): the round's updatedb waits for
+        none, so that every worker's parse is in the table."""
+        return int(self._scripts["attending"](args=[self.batch_prefix(batch_id)]))
 
     # --- inspection -------------------------------------------------------------------------
 

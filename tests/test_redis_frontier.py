@@ -492,6 +492,31 @@ def test_one_leader_per_round_and_only_it_sets_the_current_batch(redis_client, r
     assert current is not None and current.batch_id is None and current.round == 2
 
 
+def test_attendance_ends_with_leave_or_expiry_and_flags_need_the_lock(redis_client, redis_server):
+    f1 = frontier(redis_client)
+    f2 = frontier(second_client(redis_server), worker="w2")
+    assert f1.attending(BATCH) == 0
+    f1.attend(BATCH, "w1/a", 5.0)
+    f2.attend(BATCH, "w2/b", 0.3)
+    f2.attend(BATCH, "w2/b", 0.3)  # again: still one
+    assert f1.attending(BATCH) == 2
+    # the key expires by itself, after the longest attendance
+    assert 9_000 < redis_client.pttl(f"{f1.batch_prefix(BATCH)}:workers") <= 10_000
+    f1.leave(BATCH, "w1/a")
+    assert f2.attending(BATCH) == 1
+    time.sleep(0.4)  # w2 stops renewing: it died
+    assert f1.attending(BATCH) == 0
+
+    assert not f1.batch_marked(BATCH, "updated")
+    lock = f1.try_lead(2.0)
+    assert lock is not None
+    assert f2.mark_batch(type(lock)("w2/forged"), BATCH, "updated") is False
+    assert not f2.batch_marked(BATCH, "updated")
+    assert f1.mark_batch(lock, BATCH, "updated") is True
+    assert f2.batch_marked(BATCH, "updated")
+    assert 0 < redis_client.pttl(f"{f1.batch_prefix(BATCH)}:meta") <= 86_400_000
+
+
 # --- Redis away ----------------------------------------------------------------------------------
 
 
