@@ -480,6 +480,7 @@ def _generate(args: argparse.Namespace) -> int:
             progress=bar,
             tasks=Tasks.from_settings(settings, args.num_tasks),
         )
+        published = _publish(settings, table, batch_id) if result.selected else None
     print(f"nutchy generate: {_generate_summary(result)}", file=sys.stderr)
     if result.undecodable:
         print(f"nutchy generate: skipped {result.undecodable} undecodable rows", file=sys.stderr)
@@ -495,8 +496,37 @@ def _generate(args: argparse.Namespace) -> int:
         f"nutchy generate: batch {batch_id}: {result.selected} URLs selected{parts}",
         file=sys.stderr,
     )
+    if published is not None:
+        print(f"nutchy generate: {published}", file=sys.stderr)
     print(batch_id)
-    return 0
+    return 1 if published is not None and "NOT published" in published else 0
+
+
+def _publish(settings: Any, table: Any, batch_id: str) -> str | None:
+    """With ``NUTCH_FRONTIER = "redis"``, publish the batch to Redis for the workers; say how
+    it went (``None``: the frontier is local)."""
+    if settings.get("NUTCH_FRONTIER") != "redis":
+        return None
+    from nutchy._fetch import FetchJob, FetchSettings
+    from nutchy.exceptions import FrontierError
+    from nutchy.frontier import BatchReader
+    from nutchy.redis_frontier import open_redis_frontier
+    from nutchy.workers import publish_batch
+
+    redis = open_redis_frontier(settings)
+    reader = BatchReader(
+        table, FetchJob(batch_id), FetchSettings.from_settings(settings), resume=True
+    )
+    try:
+        count = publish_batch(redis, reader, batch_id)
+    except FrontierError as exc:
+        return (
+            f"batch {batch_id} NOT published ({exc}); the first worker publishes it:"
+            f" scrapy crawl nutch -a batch={batch_id}"
+        )
+    finally:
+        redis.client.close()
+    return f"batch {batch_id}: {count} URLs published to Redis at {redis.address}"
 
 
 def _generate_summary(result: GenerateResult) -> str:

@@ -136,9 +136,19 @@ NUTCH_FETCHER_THREADS_PER_QUEUE = 1
 # resumed fetch (-a timelimit=MIN); -1: no limit.
 NUTCH_FETCHER_TIMELIMIT_MINS = -1
 
+# (nutchy only) Where the fetch takes the rows of its batch: "local" (read from the web table by
+# this process) or "redis" (queues leased from a batch in Redis, shared by many workers; the
+# connection is scrapy-redis's REDIS_URL and REDIS_PARAMS).
+NUTCH_FRONTIER = "local"
+
 # (nutchy only) Seconds a worker's lease on a queue of the Redis frontier lives without being
 # renewed: a worker that dies loses its queues to the others this long after its last renewal.
 NUTCH_FRONTIER_LEASE_TIMEOUT = 30.0
+
+# (nutchy only) Seconds a worker of the Redis frontier fetches from one queue at most before
+# giving it back (with its rows left and its next allowed time), so that no worker keeps a queue
+# from the others.
+NUTCH_FRONTIER_QUEUE_HOLD = 60.0
 
 # What generate counts URLs per for NUTCH_GENERATE_MAX_COUNT: "host" or "domain".
 NUTCH_GENERATE_COUNT_MODE = "host"

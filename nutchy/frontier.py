@@ -38,13 +38,13 @@ from nutchy.store.base import Scan, prefix_stop
 from nutchy.store.schema import decode_page
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from scrapy.statscollectors import StatsCollector
 
     from nutchy.store.table import WebTable
 
-__all__ = ["FETCH_COLUMNS", "BatchReader", "Frontier", "LocalFrontier"]
+__all__ = ["FETCH_COLUMNS", "BatchReader", "Frontier", "FrontierOwner", "LocalFrontier"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ class Frontier(Protocol):
 
     async def read(self, budget: int, room: Mapping[str, int]) -> list[tuple[str, FetchEntry]]:
         """At most *budget* more rows, by queue, and for each queue at most its *room* (the
-        frontier's per-queue room for a queue not in it)."""
+        frontier's per-queue room for a queue not in it). *room* is live: read it on the reactor
+        thread, when the read starts."""
 
     def low(self, queue: str) -> None:
         """The scheduler took a row of *queue*, which holds less than half its room now."""
@@ -101,12 +102,26 @@ class Frontier(Protocol):
     def written(self, entries: Sequence[FetchEntry]) -> None:
         """The outcomes of *entries* are in the table."""
 
+    def skipped(self, entries: Sequence[FetchEntry]) -> None:
+        """*entries* ended without an outcome (another component dropped their request): they
+        are left for a later fetch."""
+
     async def lookup(self, url: str, batch_id: str) -> tuple[str | None, FetchEntry, bool]:
         """The queue (``None``: none) and entry of *url*, a followed redirect's target that
         joins *batch_id*, and whether its row is new."""
 
     async def close(self) -> None:
         """The fetch ends."""
+
+
+class FrontierOwner(Protocol):
+    """What a frontier may ask of the scheduler it fills."""
+
+    def wake(self) -> None:
+        """A :meth:`Frontier.read` may bring rows now (the frontier waited for something)."""
+
+    def forget(self, queue: str) -> None:
+        """Drop the rows of *queue* the scheduler holds, unfetched: another worker has them."""
 
 
 # --- reading, in a thread ------------------------------------------------------------------------
@@ -198,6 +213,17 @@ class BatchReader:
         while result.main is not None and budget > 0:
             budget = self._scan(Scan(start=result.main), room, plan, budget, result, main=True)
         return result
+
+    def rows(self) -> Iterator[tuple[str, FetchEntry]]:
+        """Every row of the job, with its queue, in key order (the rows :meth:`read` would skip
+        are skipped): what a shared frontier is given of a batch. Memory holds a page."""
+        result = ReadResult()
+        for key, cells in self.table.store.scan(
+            Scan(columns=FETCH_COLUMNS, marker=self.marker), self.table.read_limit
+        ):
+            entry, queue = self._entry(key, cells, result)
+            if entry is not None and queue is not None:
+                yield queue, entry
 
     def _scan(
         self,
@@ -407,6 +433,7 @@ class LocalFrontier:
         reader = self.reader
         if reader is None or self._stopped or budget <= 0:
             return []
+        room = dict(room)  # as it is now, with the queues that ran low since it was asked for
         hosts: dict[bytes, tuple[bytes, str]] = {}
         for queue in list(self._needy):
             self._needy.discard(queue)
@@ -481,6 +508,9 @@ class LocalFrontier:
 
     def written(self, entries: Sequence[FetchEntry]) -> None:
         pass  # the fetch mark in the table is all a resume needs
+
+    def skipped(self, entries: Sequence[FetchEntry]) -> None:
+        pass  # no fetch mark: a resume fetches them
 
     async def lookup(self, url: str, batch_id: str) -> tuple[str | None, FetchEntry, bool]:
         assert self.reader is not None

@@ -1066,6 +1066,8 @@ def open_redis_frontier(settings: BaseSettings, *, worker_id: str | None = None)
     The socket timeouts are a third of the lease timeout, at most 5 s, unless ``REDIS_PARAMS``
     sets them (scrapy-redis's default, 30 s, would outlast a lease). Nothing is sent to Redis
     here; :meth:`RedisFrontier.check` tries the connection."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
     from scrapy_redis.connection import get_redis_from_settings
 
     from nutchy.jobs import _settings
@@ -1079,7 +1081,12 @@ def open_redis_frontier(settings: BaseSettings, *, worker_id: str | None = None)
     params = settings.getdict("REDIS_PARAMS")
     for name in ("socket_timeout", "socket_connect_timeout"):
         params.setdefault(name, min(5.0, timeout / 3))
+    # Nor does it retry a call that failed (redis-py retries 3 times by default, with backoff):
+    # a worker that cannot reach Redis says so at once, goes on with what it holds, and asks
+    # again itself.
+    params.setdefault("retry", Retry(NoBackoff(), 0))
     settings = settings.copy()
+    settings.frozen = False  # a crawler's settings are frozen, and so is their deep copy
     settings.set("REDIS_PARAMS", params, priority=settings.getpriority("REDIS_PARAMS") or 0)
     return RedisFrontier(
         get_redis_from_settings(settings),

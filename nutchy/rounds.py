@@ -77,12 +77,29 @@ class RoundDriver:
     async def next_batch(self, job: FetchJob) -> FetchJob | None:
         """Generate the next round's batch and return its job, or ``None`` when there is none
         (the rounds are done, a ``STOP`` file exists, or generate selected nothing)."""
-        if self.round >= job.rounds:
-            logger.info("%(n)d rounds done", {"n": job.rounds})
+        if not self.more_rounds(job, self.round):
             return None
+        generated = await self.generate(job)
+        if generated is None:
+            return None
+        batch_id, selected = generated
+        self.round += 1
+        self.log_round(job, batch_id, selected)
+        return dataclasses.replace(job, batch_id=batch_id)
+
+    def more_rounds(self, job: FetchJob, done: int) -> bool:
+        """Whether a round may follow the *done* rounds of *job* (said when not)."""
+        if done >= job.rounds:
+            logger.info("%(n)d rounds done", {"n": job.rounds})
+            return False
         if self.stop_file is not None and self.stop_file.exists():
             logger.info("%(stop)s found: no more rounds", {"stop": self.stop_file})
-            return None
+            return False
+        return True
+
+    async def generate(self, job: FetchJob) -> tuple[str, int] | None:
+        """Generate a batch (in a thread): its id and size, or ``None`` when generate selected
+        nothing (said)."""
         options = self.generate_options
         assert options is not None
         now = _now_ms()
@@ -93,33 +110,46 @@ class RoundDriver:
         if result.selected == 0:
             logger.info("Generate selected no URL: nothing left to fetch")
             return None
-        self.round += 1
+        return batch_id, result.selected
+
+    def log_round(self, job: FetchJob, batch_id: str, selected: int) -> None:
         self.stats.inc_value("nutch/rounds")
         logger.info(
             "Round %(round)d of %(rounds)d: batch %(batch)s, %(n)d URLs",
-            {"round": self.round, "rounds": job.rounds, "batch": batch_id, "n": result.selected},
+            {"round": self.round, "rounds": job.rounds, "batch": batch_id, "n": selected},
         )
-        return dataclasses.replace(job, batch_id=batch_id)
 
     async def finish(self, job: FetchJob, *, complete: bool, why: str = "") -> str:
         """*job*'s batch has ended, its outcomes written: send the end-of-batch signals and
         return the crawl's finish reason so far (``"finished"``, or ``"nutch_update_failed"``
         when a handler failed). *complete* says whether this crawl fetched every row of the
         batch; when not, *why* says what stopped it."""
-        reason = "finished"
-        if self.signals is not None:
-            args = {"batch_id": job.batch_id, "complete": complete}
-            # A store's error is logged by the handler with what to do, not by Scrapy with a
-            # traceback; it still fails the batch.
-            await self.signals.send_catch_log_async(batch_fetched, dont_log=StoreError, **args)
-            results = await self.signals.send_catch_log_async(
-                batch_parsed, dont_log=StoreError, **args
-            )
-            if any(isinstance(result, BaseException) for _, result in results):
-                reason = "nutch_update_failed"
+        await self.fetched(job, complete=complete)
+        reason = await self.parsed(job, complete=complete)
         if not complete:
             self.not_whole(job, why)
         return reason
+
+    async def fetched(self, job: FetchJob, *, complete: bool) -> None:
+        """Send :data:`~nutchy._fetch.batch_fetched` (the parse pipeline writes what it holds)."""
+        if self.signals is not None:
+            # A store's error is logged by the handler with what to do, not by Scrapy with a
+            # traceback; it still fails the batch.
+            await self.signals.send_catch_log_async(
+                batch_fetched, dont_log=StoreError, batch_id=job.batch_id, complete=complete
+            )
+
+    async def parsed(self, job: FetchJob, *, complete: bool) -> str:
+        """Send :data:`~nutchy._fetch.batch_parsed` (the updatedb pipeline updates a complete
+        batch); ``"nutch_update_failed"`` when a handler failed, else ``"finished"``."""
+        if self.signals is None:
+            return "finished"
+        results = await self.signals.send_catch_log_async(
+            batch_parsed, dont_log=StoreError, batch_id=job.batch_id, complete=complete
+        )
+        if any(isinstance(result, BaseException) for _, result in results):
+            return "nutch_update_failed"
+        return "finished"
 
     def not_whole(self, job: FetchJob, why: str) -> None:
         """Say that *job*'s batch was not fetched whole (for *why*), and what updates it."""

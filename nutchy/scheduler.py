@@ -47,7 +47,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import call_later, run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
+from nutchy._checks import refuse_to_start
 from nutchy._fetch import (
     META_CHAIN,
     META_CRAWL_DELAY,
@@ -76,7 +77,7 @@ from nutchy.core.fetch import (
     exception_status,
     fetch_change,
 )
-from nutchy.exceptions import StoreError, TableMissing
+from nutchy.exceptions import ConfigError, FrontierUnavailable, StoreError, TableMissing
 from nutchy.frontier import FETCH_COLUMNS, LocalFrontier
 from nutchy.jobs import _settings
 from nutchy.jobs.generate import GenerateOptions
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
-    from nutchy.frontier import Frontier
+    from nutchy.frontier import Frontier, FrontierOwner
     from nutchy.store.table import WebTable
 
 __all__ = ["FETCH_COLUMNS", "NutchScheduler"]
@@ -172,6 +173,24 @@ class _DownloaderSlots:
             slot.lastseen = time.monotonic()
 
 
+class _Room(Mapping[str, int]):
+    """The room left in each queue, as it is when read (a frontier reads it when its read
+    starts, which may be after the scheduler asked for it)."""
+
+    def __init__(self, queues: dict[str, _Queue], per_queue: int) -> None:
+        self._queues = queues
+        self._per_queue = per_queue
+
+    def __getitem__(self, key: str) -> int:
+        return self._per_queue - len(self._queues[key].entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._queues)
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+
 # --- the scheduler -------------------------------------------------------------------------------
 
 
@@ -202,8 +221,8 @@ class NutchScheduler:
         *,
         table: Callable[[], WebTable],
         stats: StatsCollector,
-        frontier: Callable[[WebTable], Frontier] | None = None,
-        rounds: Callable[[WebTable], RoundDriver] | None = None,
+        frontier: Callable[[WebTable, FrontierOwner], Frontier] | None = None,
+        rounds: Callable[[WebTable, Frontier], RoundDriver] | None = None,
         downloader: _DownloaderSlots | None = None,
         crawl: Callable[[Request], None] | None = None,
         fallback: BaseScheduler | None = None,
@@ -226,13 +245,14 @@ class NutchScheduler:
         self._per_queue = settings.queue_room
         self._capacity = settings.capacity
         self._make_frontier = frontier or self._local_frontier
-        self._make_rounds = rounds or (lambda table: RoundDriver(table, stats=stats))
+        self._make_rounds = rounds or (lambda table, _: RoundDriver(table, stats=stats))
         self._table: WebTable | None = None
         self._frontier: Frontier | None = None
         self._rounds: RoundDriver | None = None
         self._writer: OutcomeWriter | None = None
         # queues
         self._queues: dict[str, _Queue] = {}
+        self._room = _Room(self._queues, self._per_queue)
         self._ready: deque[_Queue] = deque()
         self._soft: list[tuple[float, int, _Queue]] = []
         self._hard: list[tuple[float, int, _Queue]] = []
@@ -285,25 +305,43 @@ class NutchScheduler:
         partition_seed = _settings.get_int(settings, "NUTCH_PARTITION_URL_SEED")
         resume = fetch_settings.resume if job.resume is None else job.resume
 
-        def frontier(table: WebTable) -> Frontier:
-            return LocalFrontier(
-                table,
-                fetch_settings,
-                stats=stats,
-                resume=resume,
-                partition_mode=partition_mode,
-                partition_seed=partition_seed,
-            )
+        round_args: dict[str, Any] = {
+            "stats": stats,
+            "signals": crawler.signals,
+            "generate_options": generate_options,
+            "stop_file": stop_file(settings),
+            "updates": _settings.get_bool(settings, "NUTCH_FETCHER_UPDATEDB"),
+        }
+        if _settings.get_choice(settings, "NUTCH_FRONTIER", ("local", "redis")) == "redis":
+            from nutchy.redis_frontier import open_redis_frontier
+            from nutchy.workers import WorkerFrontier, WorkerRounds
 
-        def rounds(table: WebTable) -> RoundDriver:
-            return RoundDriver(
-                table,
-                stats=stats,
-                signals=crawler.signals,
-                generate_options=generate_options,
-                stop_file=stop_file(settings),
-                updates=_settings.get_bool(settings, "NUTCH_FETCHER_UPDATEDB"),
-            )
+            redis = open_redis_frontier(settings)
+            hold = _settings.get_float(settings, "NUTCH_FRONTIER_QUEUE_HOLD")
+            if hold <= 0:
+                raise ConfigError(f"NUTCH_FRONTIER_QUEUE_HOLD must be > 0, got {hold!r}")
+
+            def frontier(table: WebTable, owner: FrontierOwner) -> Frontier:
+                return WorkerFrontier(redis, table, fetch_settings, owner, stats=stats, hold=hold)
+
+            def rounds(table: WebTable, frontier: Frontier) -> RoundDriver:
+                assert isinstance(frontier, WorkerFrontier)
+                return WorkerRounds(table, frontier, **round_args)
+
+        else:
+
+            def frontier(table: WebTable, owner: FrontierOwner) -> Frontier:
+                return LocalFrontier(
+                    table,
+                    fetch_settings,
+                    stats=stats,
+                    resume=resume,
+                    partition_mode=partition_mode,
+                    partition_seed=partition_seed,
+                )
+
+            def rounds(table: WebTable, frontier: Frontier) -> RoundDriver:
+                return RoundDriver(table, **round_args)
 
         def close_spider(reason: str) -> object:
             return deferred_from_coro(engine.close_spider_async(reason=reason))
@@ -332,7 +370,7 @@ class NutchScheduler:
             )
         return scheduler
 
-    def _local_frontier(self, table: WebTable) -> Frontier:
+    def _local_frontier(self, table: WebTable, owner: FrontierOwner) -> Frontier:
         return LocalFrontier(
             table,
             self.settings,
@@ -575,6 +613,8 @@ class NutchScheduler:
             self._record(entry, outcome, update)
         elif outcome is None:
             self.stats.inc_value("nutch/fetch/dropped_by_other")
+            if entry is not None and self._frontier is not None:
+                self._frontier.skipped([entry])
 
     def _throttle(
         self, queue: _Queue, now: float, retry_after: float | None, throttled: bool
@@ -604,9 +644,8 @@ class NutchScheduler:
         budget = self._capacity - self._queued
         if budget <= 0 or not frontier.wants(self._queued):
             return
-        room = {q.id: self._per_queue - len(q.entries) for q in self._queues.values()}
         self._reading = True
-        self._read_call = d = deferred_from_coro(frontier.read(budget, room))
+        self._read_call = d = deferred_from_coro(frontier.read(budget, self._room))
         d.addCallbacks(self._read_done, self._read_failed)
 
     def _read_done(self, items: list[tuple[str, FetchEntry]]) -> None:
@@ -702,6 +741,23 @@ class NutchScheduler:
             self._queued += 1
             self._schedule(queue, now)
 
+    # --- what the frontier may ask -------------------------------------------------------------
+
+    def wake(self) -> None:
+        """The frontier may bring rows now: read, and wake the engine up if it found nothing
+        to do."""
+        self._maybe_read()
+        if self._starved and not self._backlogged():
+            self._poke()
+
+    def forget(self, queue: str) -> None:
+        """Drop the rows of *queue* held in memory: another worker fetches them now."""
+        known = self._queues.get(queue)
+        if known is None:
+            return
+        self._queued -= len(known.entries)
+        known.entries.clear()
+
     # --- writing --------------------------------------------------------------------------------
 
     def _record(self, entry: FetchEntry, outcome: FetchOutcome, update: RowUpdate) -> None:
@@ -742,8 +798,8 @@ class NutchScheduler:
         assert self.job is not None
         table = await run_in_thread(self._open_checked)
         self._table = table
-        self._frontier = self._make_frontier(table)
-        self._rounds = self._make_rounds(table)
+        self._frontier = self._make_frontier(table, self)
+        self._rounds = self._make_rounds(table, self._frontier)
         self._writer = OutcomeWriter(
             table.write,
             flush_size=self.settings.flush_size,
@@ -757,14 +813,24 @@ class NutchScheduler:
             self._deadline = self._started + self._time_limit * 60
             self._deadline_call = call_later(self._time_limit * 60, self._stop)
         self._writer.start()
-        job = await self._rounds.first_batch(self.job)
-        if job is None:
-            self._phase = "done"  # the engine finds nothing to do and closes
-            return
-        await self._start_batch(job)
+        try:
+            job = await self._rounds.first_batch(self.job)
+            if job is None:
+                self._phase = "done"  # the engine finds nothing to do and closes
+                return
+            if not await self._start_batch(job) and job.fixed:
+                self._phase = "done"  # nothing to fetch of it (the frontier said why)
+        except (ConfigError, FrontierUnavailable) as exc:
+            # A bad argument for this frontier, or Redis down at start: one line, exit code 1,
+            # and never a fallback to another frontier.
+            self._writer.stop()
+            await run_in_thread(table.close)
+            self._table = None
+            refuse_to_start(exc)
 
-    async def _start_batch(self, job: FetchJob) -> None:
-        """Fetch *job*'s batch: a fresh frontier batch, and the first rows read."""
+    async def _start_batch(self, job: FetchJob) -> bool:
+        """Fetch *job*'s batch: a fresh frontier batch, and the first rows read; ``False``
+        when there is nothing to fetch of it."""
         assert self._table is not None and self._frontier is not None
         self.job = job
         for queue in self._queues.values():
@@ -788,11 +854,13 @@ class NutchScheduler:
         )
         self._reading = True
         try:
-            if await self._frontier.start(job):
-                items = await self._frontier.read(self._capacity, {})
-                self._deliver(items)
+            if not await self._frontier.start(job):
+                return False
+            items = await self._frontier.read(self._capacity, {})
+            self._deliver(items)
         finally:
             self._reading = False
+        return True
 
     # --- the end of a batch ---------------------------------------------------------------------
 

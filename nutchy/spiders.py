@@ -36,7 +36,7 @@ from scrapy.utils.misc import load_object
 from nutchy._checks import refuse_to_start
 from nutchy._fetch import META_ENTRY, META_FETCH_TIME, META_OUTCOME, FetchJob
 from nutchy.core.status import CrawlStatus
-from nutchy.exceptions import ConfigError
+from nutchy.exceptions import ConfigError, FrontierUnavailable
 from nutchy.pipelines import FetchedPage
 
 if TYPE_CHECKING:
@@ -136,7 +136,11 @@ class NutchSpider(Spider):
                     " in the project's settings"
                 )
             spider: Self = super().from_crawler(crawler, *args, **kwargs)
-        except ConfigError as exc:
+            if crawler.settings.get("NUTCH_FRONTIER") == "redis":
+                from nutchy.workers import check_redis
+
+                check_redis(crawler.settings)  # Redis down: the crawl does not start
+        except (ConfigError, FrontierUnavailable) as exc:
             refuse_to_start(exc)
         return spider
 

@@ -27,7 +27,7 @@ import gzip
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -116,6 +116,8 @@ class Exchange:
     url: str
     headers: dict[str, str]
     status: int | None = None
+    #: when it arrived (``time.monotonic()``)
+    at: float = field(default_factory=time.monotonic)
 
 
 def _relative(link: str, host: str) -> str:
