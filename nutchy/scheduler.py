@@ -42,6 +42,7 @@ The end of a batch, and rounds
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -112,6 +113,11 @@ _WRITE_ERROR = "a write error"
 _STORE_FAILURES = (_READ_ERROR, _WRITE_ERROR)
 
 _Item = tuple[FetchEntry, "dict[str, Any] | None"]
+
+#: Request meta of the request the scheduler hands the engine only to make it look at the crawl
+#: again (:meth:`NutchScheduler._nudge`); it is never fetched.
+_META_NUDGE = "_nutch_nudge"
+_NUDGE_URL = "data:,"
 
 
 # --- queues --------------------------------------------------------------------------------------
@@ -405,6 +411,8 @@ class NutchScheduler:
         if self._fallback is not None:
             return self._fallback.enqueue_request(request)
         meta = request.meta
+        if _META_NUDGE in meta:
+            return True  # it has done its work: the engine looks at the crawl again
         if META_FOLLOW in meta:
             self._lookup(request)
             return True
@@ -611,6 +619,10 @@ class NutchScheduler:
                 self._frontier.idle(queue.id, max(queue.ready_at, queue.blocked_until) - now)
         if outcome is not None and update is not None and entry is not None:
             self._record(entry, outcome, update)
+            if not self._released and not self._queued and self._writer is not None:
+                # Nothing in flight, nothing to release: what waits is the end of a batch (or
+                # of what this worker holds of it), written now rather than at the next tick.
+                self._writer.flush()
         elif outcome is None:
             self.stats.inc_value("nutch/fetch/dropped_by_other")
             if entry is not None and self._frontier is not None:
@@ -654,6 +666,18 @@ class NutchScheduler:
         if self._starved:
             self._poke()
         self._maybe_read()
+        if not self.has_pending_requests():
+            self._nudge()
+
+    def _nudge(self) -> None:
+        """Make the engine look at the crawl now, which it otherwise does after a request ends
+        or every 5 s: a frontier that found its batch done while nothing was in flight (a
+        worker of a shared batch) ends it at once. Done through the engine's public door,
+        with a request :meth:`enqueue_request` takes and drops."""
+        if self._crawl is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the engine is closing
+            self._crawl(Request(_NUDGE_URL, meta={_META_NUDGE: True}, dont_filter=True))
 
     def _deliver(self, items: list[tuple[str, FetchEntry]]) -> None:
         """Put the rows a read brought in their queues."""
@@ -749,6 +773,8 @@ class NutchScheduler:
         self._maybe_read()
         if self._starved and not self._backlogged():
             self._poke()
+        if not self.has_pending_requests():
+            self._nudge()
 
     def forget(self, queue: str) -> None:
         """Drop the rows of *queue* held in memory: another worker fetches them now."""

@@ -38,7 +38,6 @@ The end of a batch, and rounds
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import secrets
@@ -294,16 +293,14 @@ class WorkerFrontier:
                 except LeaseLost:
                     result.lost.append(lease.queue)
             if new:
-                leases = redis.lease(batch_id, new)
+                # Each new queue's first rows come with its lease, in the same round trip.
+                limit = max(1, min(self.per_queue, budget // new))
+                leases = redis.lease(batch_id, new, rows=limit)
                 result.state, result.wait = leases.state, leases.wait
                 for lease in leases.queues:
                     result.leased.append(lease)
-                    limit = max(1, min(self.per_queue, budget // len(leases.queues)))
-                    try:
-                        result.rows[lease.queue] = redis.entries(batch_id, lease, limit=limit)
-                        result.limits[lease.queue] = limit
-                    except LeaseLost:
-                        result.lost.append(lease.queue)
+                    result.rows[lease.queue] = leases.rows.get(lease.queue, [])
+                    result.limits[lease.queue] = limit
         except FrontierError as exc:
             result.error = exc
         return result
@@ -631,13 +628,10 @@ class WorkerFrontier:
         now = time.monotonic()
         back = [(h.lease, max(0.0, self._ready_at.get(q, 0.0) - now)) for q, h in held]
 
-        def give_back() -> None:
-            for lease, delay in back:
-                with contextlib.suppress(LeaseLost):
-                    self.redis.give_back(batch_id, lease, delay)
-
         try:
-            await run_in_thread(give_back)
+            await run_in_thread(
+                self.redis.give_back_many, batch_id, [(lease, delay, None) for lease, delay in back]
+            )
         except FrontierError as exc:
             self._unreachable(exc)  # the leases expire; their rows go to the other workers
 

@@ -350,3 +350,44 @@ def test_two_workers_run_rounds_with_one_generate_and_one_updatedb_each(tmp_path
     # Round 2 fetched the pages nobody seeded, found by round 1's updatedb.
     assert any("/new" in e.url for e in fetched)
     store.close()
+
+
+# --- generate publishes --------------------------------------------------------------------------
+
+
+def test_nutchy_generate_publishes_the_batch_and_a_worker_finds_it(
+    tmp_path, redis_url, monkeypatch, capsys
+):
+    from nutchy.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    with Site(HOSTS[:3]) as site:
+        urls = [site.url(host, f"/page/{i}") for host in HOSTS[:3] for i in range(3)]
+        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+        crawl = tmp_path / "crawl"
+        options = ["-s", f"NUTCH_CRAWL_DIR={crawl}"]
+        redis = [*options, "-s", "NUTCH_FRONTIER=redis", "-s", f"REDIS_URL={redis_url}"]
+        assert main(["inject", str(tmp_path / "seeds.txt"), *options]) == 0
+        assert main(["generate", "-batchId", "g1", *redis]) == 0
+        err = capsys.readouterr().err
+        assert "batch g1: 9 URLs published to Redis at 127.0.0.1:" in err
+
+        store = EmbeddedStore(crawl / "webpage.sqlite")
+        project = worker_project(tmp_path / "crawl", store, redis_url)
+        result = project.crawl("g1")
+        assert result.returncode == 0, result.log[-3000:]
+        assert "Published batch" not in result.log  # Redis had it
+        assert result.stats["nutch/fetch/written"] == 9
+        assert sum(len(site.hits[h]) for h in HOSTS[:3]) == 9 + 3  # and robots.txt
+
+        # Redis down: generate says so, the batch is in the table for a worker to publish.
+        port = free_port()
+        down = [*options, "-s", "NUTCH_FRONTIER=redis", "-s", f"REDIS_URL=redis://127.0.0.1:{port}"]
+        assert main(["inject", str(tmp_path / "seeds.txt"), *options]) == 0
+        code = main(["generate", "-batchId", "g2", "-adddays", "40", *down])
+        err = capsys.readouterr().err
+        assert code == 1
+        assert f"batch g2 NOT published (Redis at 127.0.0.1:{port} cannot be reached" in err
+        assert "scrapy crawl nutch -a batch=g2" in err
+    store.close()
