@@ -320,3 +320,51 @@ def test_a_job_injects_its_seeds_and_crawls_a_round_on_hbase(daemons, hbase_addr
         if store.exists():
             store.drop()
         store.close()
+
+
+def test_two_daemons_share_one_batch_through_the_redis_frontier(
+    daemons, hbase_address, redis_server, redis_client
+):
+    """The two jobs lease the batch's queues from Redis (``NUTCH_FRONTIER = "redis"``) instead of
+    splitting it by partitions: each URL is fetched once, each host at its delay across both."""
+    crawl_id = f"redis{os.getpid()}"
+    host, port = hbase_address
+    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+    hosts = tuple(f"127.0.0.{i}" for i in range(2, 10))  # eight hosts
+    delay = 0.4
+    try:
+        with Site(hosts) as site:
+            # One worker alone would take 8 / 2 x (4 - 1) x 0.4 s = 4.8 s at least: the second,
+            # started at the same time, has queues left to lease.
+            urls = [site.url(h, f"/page/{i}") for h in hosts for i in range(4)]
+            table = prepare_batch(store, urls, batch="b2")
+            settings = {
+                **table_settings(hbase_address, crawl_id),
+                **FAST,
+                "NUTCH_FETCHER_SERVER_DELAY": delay,
+                "NUTCH_FRONTIER": "redis",
+                "REDIS_URL": redis_server.url,
+                "CONCURRENT_REQUESTS": 2,
+                "NUTCH_FETCHER_QUEUE_DEPTH_MULTIPLIER": 1,
+            }
+            jobs = [daemon.schedule(args={"batch": "b2"}, settings=settings) for daemon in daemons]
+            for daemon, job in zip(daemons, jobs, strict=True):
+                daemon.wait_finished({job}, timeout=120)
+
+            for h in hosts:
+                pages = [p for p in site.paths(h) if p != "/robots.txt"]
+                assert sorted(pages) == [f"/page/{i}" for i in range(4)], h
+                assert min(site.page_gaps(h)) >= delay * 0.95, h  # across both workers
+            for url in urls:
+                page = table.get(url, ["status", "markers"])
+                assert page.status == CrawlStatus.FETCHED, url
+        logs = [daemon.job_log(job) for daemon, job in zip(daemons, jobs, strict=True)]
+        for log in logs:
+            assert f"The web table: table {crawl_id}_webpage" in log
+            assert " ERROR: " not in log, log[-3000:]
+            assert "'finish_reason': 'finished'" in log
+            assert "'nutch/fetch/leases': " in log, log[-3000:]  # both leased queues
+        assert sum("Updated batch b2" in log for log in logs) == 1  # one updatedb, by one job
+    finally:
+        store.drop()
+        store.close()
