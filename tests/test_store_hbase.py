@@ -613,3 +613,36 @@ def test_scanner_settings_reach_the_store(hbase_address, fake_hbase):
     )
     with pytest.raises(ConfigError, match="NUTCH_HBASE_SCANNER_TIMEOUT must be > 0"):
         open_store(settings)
+
+
+def test_a_server_of_another_transport_is_named_as_a_possible_cause():
+    with HBaseThriftServer(transport="framed") as server:
+        store = HBaseStore("127.0.0.1", server.port, transport="buffered", timeout=2000)
+        with pytest.raises(
+            StoreUnavailable, match="does not speak the buffered transport and binary protocol"
+        ):
+            store.exists()
+        store.close()
+
+
+def test_an_answer_that_is_not_thrift_is_a_store_error():
+    # Settings naming an HTTP server instead of the Thrift server: its answer does not decode.
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_http() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(1 << 16)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    time.sleep(0.2)
+
+    threading.Thread(target=answer_http, daemon=True).start()
+    try:
+        store = HBaseStore("127.0.0.1", listener.getsockname()[1], timeout=2000)
+        with pytest.raises(StoreError, match=f"127.0.0.1:{listener.getsockname()[1]}"):
+            store.get(b"k")
+        store.close()
+    finally:
+        listener.close()

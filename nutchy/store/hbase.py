@@ -77,10 +77,18 @@ try:
         TScan,
     )
     from Hbase_thrift import IOError as HBaseIOError
+    from thriftpy2.protocol.exc import TProtocolException
     from thriftpy2.thrift import TException
     from thriftpy2.transport import TTransportException
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("nutchy's HBase store needs happybase: pip install 'nutchy[hbase]'") from exc
+
+try:
+    from thriftpy2.protocol.cybin import (  # type: ignore[attr-defined]  # Cython, no stubs
+        ProtocolError as CyProtocolError,
+    )
+except ImportError:  # pragma: no cover - thriftpy2 built without its Cython extensions
+    CyProtocolError = TProtocolException
 
 if TYPE_CHECKING:
     from typing import Self
@@ -161,6 +169,9 @@ def _describe(exc: BaseException) -> str:
             message = repr(exc)
     return f"{type(exc).__name__}: {message}"
 
+
+#: What an answer that does not decode raises (thriftpy2's Cython protocols have their own).
+_PROTOCOL_ERRORS: Final = (TProtocolException, CyProtocolError)
 
 #: What a broken connection raises: the socket's errors, and thriftpy2's for a closed or short
 #: read. After one of these the connection's stream is in an unknown state and is thrown away.
@@ -422,10 +433,12 @@ class HBaseStore:
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                conn = self._pool.acquire(self.timeout / 1000)
+                # As long as another thread's call may keep a connection: a scanner call.
+                conn = self._pool.acquire(max(self.timeout, self.scanner_timeout) / 1000)
             except queue.Empty as exc:
                 raise StoreUnavailable(
-                    f"no connection to {self.host}:{self.port} became free within {self.timeout} ms"
+                    f"no connection to {self.host}:{self.port} became free within"
+                    f" {max(self.timeout, self.scanner_timeout)} ms"
                 ) from exc
             except _TRANSPORT_ERRORS as exc:
                 if attempt < attempts:
@@ -451,8 +464,12 @@ class HBaseStore:
                     logger.debug("%s: %s; trying again on a new connection", self, _describe(exc))
                     continue
                 raise self._error(exc) from exc
+            except _PROTOCOL_ERRORS as exc:
+                raise self._error(exc) from exc  # bytes that do not decode: out of step
             except TException as exc:
-                broken = False  # an answer of the server: the connection is still in step
+                # An answer of the server (IOError, IllegalArgument, an internal error) leaves
+                # the connection in step.
+                broken = False
                 raise self._error(exc) from exc
             finally:
                 self._pool.release(conn, broken=broken)
@@ -462,6 +479,13 @@ class HBaseStore:
         """Our error for a Thrift or socket error, told apart by its type."""
         text = _describe(exc)
         if isinstance(exc, _TRANSPORT_ERRORS):
+            if isinstance(exc, TTransportException) and exc.type == exc.END_OF_FILE:
+                # What a server that speaks another transport or protocol does too.
+                text += (
+                    f" (the server closed the connection: it is stopping, or it does not speak"
+                    f" the {self.transport} transport and {self.protocol} protocol of"
+                    f" NUTCH_HBASE_TRANSPORT and NUTCH_HBASE_PROTOCOL)"
+                )
             return StoreUnavailable(
                 f"the HBase Thrift server at {self.host}:{self.port} failed: {text}"
             )
