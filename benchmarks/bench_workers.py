@@ -21,7 +21,8 @@ to a host came closer than the delay.
 2. **Two workers vs one**, CPU-bound (the same site, no delay): one worker, then two, both on the
    Redis frontier. Target: two at least 1.7x one's pages/s (on a machine whose two cores are free).
 3. **Politeness-bound**: ``--polite-hosts`` hosts of ``--polite-pages`` pages each, a delay of
-   ``--delay`` s, fetched by 1, 2 and 3 workers. Target: every host at its delay (the smallest gap
+   ``--delay`` s, fetched by 1, 2 and 3 workers (and, for comparison, one process on the local
+   frontier). Target: every host at its delay (the smallest gap
    the server saw between two requests to one host, robots.txt left out), and the fetch done in
    pages-per-host x delay within 10%, whatever the number of workers. The table gives the span
    the server saw (first request to last) and the wall time of the processes.
@@ -46,6 +47,8 @@ from typing import Any
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 TIMES_PATH = b"/__times"
+#: Keep each crawl's folder (its table and the workers' logs): --keep.
+KEEP = False
 
 
 # --- the site (a child process) ------------------------------------------------------------------
@@ -174,7 +177,8 @@ def prepare(crawl_dir: Path, urls: list[str], redis_url: str | None) -> None:
         settings.set("REDIS_URL", redis_url)
         redis = open_redis_frontier(settings)
         reader = BatchReader(table, FetchJob("b1"), FetchSettings(), resume=True)
-        assert publish_batch(redis, reader, "b1") == len(urls)
+        published = publish_batch(redis, reader, "b1")
+        assert published == len(urls), f"published {published} of {len(urls)} URLs"
         redis.client.close()
     table.close()
 
@@ -257,7 +261,9 @@ def crawl(
     if delay and gaps:
         assert min(gaps) >= delay - 0.002, f"{name}: two requests to a host {min(gaps):.3f} s apart"
     span = max(t for t, _, _ in pages_seen) - min(t for t, _, _ in pages_seen)
-    shutil.rmtree(crawl_dir, ignore_errors=True)
+    if not KEEP:
+        shutil.rmtree(crawl_dir, ignore_errors=True)
+    print(f"{name}: {len(urls)} pages in {wall:.1f} s", file=sys.stderr, flush=True)
     return {
         "pages": len(urls),
         "wall": wall,
@@ -281,14 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each measure")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--data", type=Path, default=None, help="folder of the tables")
+    parser.add_argument("--keep", action="store_true", help="keep each crawl's table and logs")
     args = parser.parse_args(argv)
     if args.serve is not None:
         serve(args.serve)
         return 0
+    global KEEP
+    KEEP = args.keep
     if args.quick:
         args.hosts, args.pages = 10, 5
         args.polite_hosts, args.polite_pages, args.delay = 10, 3, 0.3
     data = args.data or Path(tempfile.mkdtemp(prefix="bench-workers-"))
+    temporary = args.data is None and not args.keep
     sys.path.insert(0, str(REPO))
     from nutchy.testing.redis_server import RedisServer
 
@@ -299,9 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for run in range(args.repeat):
             cpu = (args.hosts, args.pages)
-            local = crawl(data, "local", site, *cpu, workers=1, redis_url=None)
-            one = crawl(data, "redis1", site, *cpu, workers=1, redis_url=redis.url)
-            two = crawl(data, "redis2", site, *cpu, workers=2, redis_url=redis.url)
+            # a folder of its own for each crawl: a batch of its own in Redis
+            local = crawl(data, f"local-{run}", site, *cpu, workers=1, redis_url=None)
+            one = crawl(data, f"redis1-{run}", site, *cpu, workers=1, redis_url=redis.url)
+            two = crawl(data, f"redis2-{run}", site, *cpu, workers=2, redis_url=redis.url)
             rows.append(
                 (
                     f"Redis vs local, 1 worker, {local['pages']} pages (run {run + 1})",
@@ -321,23 +332,24 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             target = args.polite_pages * args.delay
-            for n in (1, 2, 3):
+            for n in (0, 1, 2, 3):
                 result = crawl(
                     data,
-                    f"polite{n}",
+                    f"polite{n}-{run}",
                     site,
                     args.polite_hosts,
                     args.polite_pages,
-                    workers=n,
-                    redis_url=redis.url,
+                    workers=max(n, 1),
+                    redis_url=redis.url if n else None,
                     delay=args.delay,
                 )
                 done = result["span"] + args.delay
+                who = f"{n} worker{'s' if n > 1 else ''}" if n else "local frontier"
                 rows.append(
                     (
                         (
                             f"{args.polite_hosts} hosts x {args.polite_pages} pages, delay"
-                            f" {args.delay} s, {n} worker{'s' if n > 1 else ''} (run {run + 1})"
+                            f" {args.delay} s, {who} (run {run + 1})"
                         ),
                         (
                             f"last request + delay {done:.2f} s vs {target:.2f} s"
@@ -349,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         site.close()
         redis.close()
+        if temporary:
+            shutil.rmtree(data, ignore_errors=True)
     print(f"| measure ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}) | result |")
     print("|---|---|")
     for name, value in rows:

@@ -26,6 +26,6 @@ def test_quick_run_fetches_every_batch_once_and_prints_the_table(tmp_path):
     out = done.stdout
     assert "| Redis vs local, 1 worker, 50 pages (run 1) |" in out
     assert "| 2 workers vs 1, Redis, 50 pages (run 1) |" in out
-    for n in ("1 worker", "2 workers", "3 workers"):
+    for n in ("local frontier", "1 worker", "2 workers", "3 workers"):
         assert f"| 10 hosts x 3 pages, delay 0.3 s, {n} (run 1) |" in out
-    assert out.count("smallest gap 0.") == 3
+    assert out.count("smallest gap 0.") == 4
