@@ -20,6 +20,9 @@ to a host came closer than the delay.
    the local pages/s.
 2. **Two workers vs one**, CPU-bound (the same site, no delay): one worker, then two, both on the
    Redis frontier. Target: two at least 1.7x one's pages/s (on a machine whose two cores are free).
+   Beside it, the floor measured in the same run: one plain Scrapy process asking for every page,
+   then two asking for half each (no table, no frontier): how much a second Scrapy process gains
+   on this machine, where the site's server and Redis share the same cores.
 3. **Politeness-bound**: ``--polite-hosts`` hosts of ``--polite-pages`` pages each, a delay of
    ``--delay`` s, fetched by 1, 2 and 3 workers (and, for comparison, one process on the local
    frontier). Target: every host at its delay (the smallest gap
@@ -282,12 +285,80 @@ def crawl(
     }
 
 
+# --- the floor: plain Scrapy processes ------------------------------------------------------------
+
+
+def fetch_plain(urls_file: str) -> None:
+    """Ask for every URL of *urls_file* once with a plain Scrapy ``Spider`` (robots.txt obeyed,
+    one request per host at a time, no delay): what a Scrapy process costs per page, with no
+    table and no frontier."""
+    import scrapy
+    from scrapy.crawler import CrawlerProcess
+
+    urls = Path(urls_file).read_text().split()
+
+    class Plain(scrapy.Spider):
+        name = "plain"
+
+        async def start(self) -> Any:
+            for url in urls:
+                yield scrapy.Request(url, dont_filter=True)
+
+        def parse(self, response: Any) -> None:
+            pass
+
+    process = CrawlerProcess(
+        {
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+            "DOWNLOAD_DELAY": 0,
+            "ROBOTSTXT_OBEY": True,
+            "LOG_LEVEL": "INFO",
+            "TELNETCONSOLE_ENABLED": False,
+        }
+    )
+    process.crawl(Plain)
+    process.start()
+
+
+def crawl_plain(data: Path, name: str, site: Site, hosts: int, pages: int, processes: int) -> float:
+    """Fetch the pages of *hosts* hosts with *processes* plain Scrapy processes, the hosts
+    split between them; the wall time."""
+    folder = data / name
+    folder.mkdir(parents=True, exist_ok=True)
+    urls = site.urls(hosts, pages)
+    files = []
+    for i in range(processes):
+        path = folder / f"urls{i}.txt"
+        path.write_text("\n".join(urls[i::processes]))
+        files.append(path)
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--plain", str(path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for path in files
+    ]
+    codes = [p.wait() for p in procs]
+    wall = time.monotonic() - started
+    if any(codes):
+        raise SystemExit(f"{name}: exit codes {codes}")
+    if not KEEP:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"{name}: {len(urls)} pages in {wall:.1f} s", file=sys.stderr, flush=True)
+    return wall
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--plain", help=argparse.SUPPRESS)
     parser.add_argument("--hosts", type=int, default=200, help="hosts of the CPU-bound crawls")
     parser.add_argument("--pages", type=int, default=25, help="pages per host, CPU-bound")
     parser.add_argument("--polite-hosts", type=int, default=100)
@@ -300,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve is not None:
         serve(args.serve)
+        return 0
+    if args.plain is not None:
+        fetch_plain(args.plain)
         return 0
     global KEEP
     KEEP = args.keep
@@ -322,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
             local = crawl(data, f"local-{run}", site, *cpu, workers=1, redis_url=None)
             one = crawl(data, f"redis1-{run}", site, *cpu, workers=1, redis_url=redis.url)
             two = crawl(data, f"redis2-{run}", site, *cpu, workers=2, redis_url=redis.url)
+            plain_one = crawl_plain(data, f"plain1-{run}", site, *cpu, processes=1)
+            plain_two = crawl_plain(data, f"plain2-{run}", site, *cpu, processes=2)
             rows.append(
                 (
                     f"Redis vs local, 1 worker, {local['pages']} pages (run {run + 1})",
@@ -337,6 +413,16 @@ def main(argv: list[str] | None = None) -> int:
                     (
                         f"{two['rate']:.0f} vs {one['rate']:.0f} pages/s:"
                         f" **{two['rate'] / one['rate']:.2f}x** (target >= 1.7x)"
+                    ),
+                )
+            )
+            rows.append(
+                (
+                    f"floor: 2 plain Scrapy processes vs 1, {two['pages']} pages (run {run + 1})",
+                    (
+                        f"{plain_one:.1f} s vs {plain_two:.1f} s:"
+                        f" **{plain_one / plain_two:.2f}x** (what this machine gives a second"
+                        " Scrapy process)"
                     ),
                 )
             )
