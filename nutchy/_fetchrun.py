@@ -4,15 +4,19 @@
 started twice in one process. The child reads nutchy's defaults, the Scrapy project's settings
 (when there is a project), then the overrides given as a JSON object, turns the add-on on, and
 runs the ``nutch`` spider on the batch (on partition *k* of *K* only with ``PARTITION`` =
-``k/K``); it leaves parse and updatedb to ``nutchy crawl``. It exits with 1 when the crawl
+``k/K``); it leaves parse and updatedb to ``nutchy crawl``, and writes its Scrapy stats as JSON
+to the file named by the environment variable ``NUTCHY_FETCH_REPORT``, when set, for
+``nutchy crawl`` to say what it fetched. It exits with 1 when the crawl
 could not start, could not read or write the table, or was stopped by a signal.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from nutchy.config import load_settings
 
@@ -49,9 +53,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # time limit, or by Scrapy's CloseSpider extension, is not a failure: as in Nutch, what it
     # fetched is parsed and updated, and the rest of the batch is generated again.
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+    _write_report(stats)
     if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
         return 1
     return 1 if stats.get("finish_reason") == "shutdown" else 0
+
+
+def _write_report(stats: dict[str, Any]) -> None:
+    """Write *stats* as JSON to the file ``NUTCHY_FETCH_REPORT`` names, when set: ``nutchy
+    crawl`` reads what each child fetched there, whatever the child's log level."""
+    path = os.environ.get("NUTCHY_FETCH_REPORT")
+    if not path:
+        return
+    plain = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(plain, handle)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -669,6 +669,7 @@ def _crawl(args: argparse.Namespace) -> int:
         add_days=args.add_days,
         num_fetchers=args.num_fetchers,
         log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
+        verbose=args.verbose,
     )
     return 1 if report.stopped.startswith("the fetch") else 0
 

@@ -275,6 +275,8 @@ class NutchScheduler:
         self._deadline: float | None = None
         self._deadline_call: Any = None
         self._summary = _Summary()
+        #: the batches this crawl started to fetch, in order, for the closing line
+        self._batches: list[str | None] = []
         self._started = 0.0
         # the end of a batch, and rounds
         self._close_spider = close_spider
@@ -859,6 +861,7 @@ class NutchScheduler:
         when there is nothing to fetch of it."""
         assert self._table is not None and self._frontier is not None
         self.job = job
+        self._batches.append(job.batch_id)
         for queue in self._queues.values():
             queue.dropped = False
             queue.defers = 0
@@ -982,11 +985,17 @@ class NutchScheduler:
         elapsed = max(time.monotonic() - self._started, 1e-9)
         statuses = ", ".join(f"{n} {k.lower()}" for k, n in sorted(summary.statuses.items()))
         left = self._queued + len(self._released)
+        if not self._batches:
+            batches = "no batch"
+        elif len(self._batches) == 1:
+            batches = f"batch {self._batches[0]}"
+        else:
+            batches = f"batches {', '.join(map(str, self._batches))}"
         logger.info(
-            "Fetched batch %(batch)s (%(reason)s): %(outcomes)d rows in %(secs).1f s"
+            "Fetched %(batches)s (%(reason)s): %(outcomes)d rows in %(secs).1f s"
             " (%(rate).1f/s)%(statuses)s; %(written)d written%(lost)s%(left)s",
             {
-                "batch": self.job.batch_id,
+                "batches": batches,
                 "reason": reason,
                 "outcomes": summary.outcomes,
                 "secs": elapsed,

@@ -139,7 +139,7 @@ def test_a_fetch_that_cannot_start_stops_the_crawl(crawl_dir, site, capsys, fetc
     code = nutchy(crawl_dir, "crawl", seeds, "-rounds", "3", "-numFetchers", str(fetchers), *bad)
     assert code == 1
     err = capsys.readouterr().err
-    last = err.strip().splitlines()[-1]
+    (last,) = [line for line in err.splitlines() if line.startswith("nutchy crawl: stopped, ")]
     if fetchers == 1:
         assert re.fullmatch(
             r"nutchy crawl: stopped, the fetch of batch \S+ failed \(exit code 1\)", last
@@ -165,7 +165,8 @@ def test_ignore_internal_links_keeps_the_crawl_on_its_seeds(crawl_dir, site, cap
     ignore = ["-s", "NUTCH_DB_IGNORE_INTERNAL_LINKS=true"]
     assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "3", *ignore) == 0
     err = capsys.readouterr().err
-    assert "round 1: 0 pages parsed, 0 new URLs" in err, err  # parsed during the fetch
+    assert "round 1: parse: 1 pages parsed (1 during the fetch);" in err, err
+    assert "round 1: updatedb: 1 pages updated, 0 new URLs;" in err, err
     assert "stopped, nothing left to fetch" in err and "round 2: batch" not in err
     table = rows(crawl_dir)
     assert list(table) == [f"{site}/"]
@@ -209,12 +210,13 @@ def test_a_store_that_goes_away_during_a_fetch_stops_the_crawl_with_what_to_do(
     assert code == 1
     err = capfd.readouterr().err
     lines = err.strip().splitlines()
-    assert re.fullmatch(
-        r"nutchy crawl: stopped, the fetch of batch \S+ failed \(exit code 1\)", lines[-1]
+    assert any(
+        re.fullmatch(r"nutchy crawl: stopped, the fetch of batch \S+ failed \(exit code 1\)", line)
+        for line in lines
     )
     batch = re.search(r"round 2: batch (\S+),", err).group(1)
     assert f"nutchy crawl: round 2: batch {batch} is left for {left_for(batch)}" in lines
-    assert "round 2: 0 pages parsed" not in err  # no parse or updatedb of that batch
+    assert "round 2: parse" not in err and "round 2: updatedb" not in err  # not of that batch
     assert f"127.0.0.1:{hbase.port}" in err  # the fetch says which store failed
     assert "Traceback" not in err
     assert hits.count("/a") == 1  # the fetch did not go on asking for pages it cannot record
@@ -245,7 +247,8 @@ def test_a_store_that_goes_away_after_a_fetch_names_the_batch_to_finish(crawl_di
             NUTCH_HBASE_PORT=hbase.port,
             NUTCH_HBASE_TIMEOUT=3000,
         )
-    batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-1]).group(1)
+    batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs; generate \S+ s", lines[-2]).group(1)
+    assert lines[-1].startswith("round 1: fetch: ")
     message = str(raised.value)
     assert message.startswith(f"round 1: cannot parse and update batch {batch}: the HBase")
     assert f"127.0.0.1:{hbase.port}" in message
@@ -259,7 +262,7 @@ def test_a_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(tmp_path, m
 
     def start_fetch(batch_id, overrides, partition):
         wait = start_fetch_in_child(batch_id, overrides, partition)
-        children.append(wait.__self__)  # the Popen
+        children.append(wait.process)
         return wait
 
     def stop_the_fetch(path: str) -> None:
@@ -307,7 +310,7 @@ def test_ctrl_c_during_a_fetch_logs_the_batch_left(crawl_dir):
     lines = []
     with pytest.raises(KeyboardInterrupt):
         crawl_with(crawl_dir, start_fetch, lines)
-    batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs", lines[-2]).group(1)
+    batch = re.fullmatch(r"round 1: batch (\S+), 1 URLs; generate \S+ s", lines[-2]).group(1)
     assert lines[-1] == f"round 1: interrupted; batch {batch} is left for {left_for(batch)}"
 
 
@@ -317,7 +320,7 @@ def test_a_fetch_closed_early_by_closespider_is_updated_and_the_crawl_goes_on(cr
     seeds = str(crawl_dir / "seeds.txt")
     assert nutchy(crawl_dir, "crawl", seeds, "-rounds", "10", "-s", "CLOSESPIDER_PAGECOUNT=1") == 0
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1] == "nutchy crawl: stopped, nothing left to fetch"
+    assert "nutchy crawl: stopped, nothing left to fetch" in err.splitlines()
     assert {url.rsplit("/", 1)[1]: page.status for url, page in rows(crawl_dir).items()} == {
         "": CrawlStatus.FETCHED,
         "a": CrawlStatus.FETCHED,
@@ -338,3 +341,48 @@ def test_the_crawl_says_what_inject_made_of_each_seed_line(crawl_dir, site, caps
         f"nutchy crawl: inject: malformed line {seeds}:2: no scheme (an absolute URL such as"
         " 'http://host/' is needed): 'www.nope.com'"
     ) in lines
+
+
+def test_each_phase_of_each_round_is_one_line_and_the_children_are_quiet(crawl_dir, site, capfd):
+    # No LOG_LEVEL or TELNETCONSOLE_ENABLED given: the crawl quiets its fetch children itself.
+    seeds = str(crawl_dir / "seeds.txt")
+    options = ["-s", f"NUTCH_CRAWL_DIR={crawl_dir / 'crawl'}", "-s", "NUTCH_FETCHER_SERVER_DELAY=0"]
+    assert main(["crawl", seeds, "-rounds", "5", *options]) == 0
+    err = capfd.readouterr().err
+    for noise in ("Scrapy", "started (bot:", "Versions:", "Telnet Password", "Dumping Scrapy"):
+        assert noise not in err, err
+    lines = [line.removeprefix("nutchy crawl: ") for line in err.splitlines()]
+    phases = [re.sub(r"[\d.]+ s$", "T s", re.sub(r"batch \S+,", "batch B,", x)) for x in lines]
+    assert phases[:13] == [
+        "inject: 1 URLs injected",
+        "round 1: batch B, 1 URLs; generate T s",
+        "round 1: fetch: 1 URLs fetched: 1 success; T s",
+        "round 1: parse: 1 pages parsed (1 during the fetch); T s",
+        "round 1: updatedb: 1 pages updated, 2 new URLs; T s",
+        "round 2: batch B, 2 URLs; generate T s",
+        "round 2: fetch: 2 URLs fetched: 2 success; T s",
+        "round 2: parse: 2 pages parsed (2 during the fetch); T s",
+        "round 2: updatedb: 2 pages updated, 1 new URLs; T s",
+        "round 3: batch B, 1 URLs; generate T s",
+        "round 3: fetch: 1 URLs fetched: 1 success; T s",
+        "round 3: parse: 1 pages parsed (1 during the fetch); T s",
+        "round 3: updatedb: 1 pages updated, 0 new URLs; T s",
+    ], err
+    assert lines[13] == "stopped, nothing left to fetch"
+    table = [line.split() for line in lines[14:]]
+    assert table[0] == ["round", "batch", "URLs", "fetched", "parsed", "new", "URLs", "seconds"]
+    assert [row[:2] + row[2:-1] for row in table[1:]] == [
+        ["1", table[1][1], "1", "1", "success", "1", "2"],
+        ["2", table[2][1], "2", "2", "success", "2", "1"],
+        ["3", table[3][1], "1", "1", "success", "1", "0"],
+    ]
+    assert len({row[1] for row in table[1:]}) == 3  # three batches
+
+
+def test_the_crawl_with_v_shows_the_childrens_scrapy_log(crawl_dir, capfd):
+    seeds = str(crawl_dir / "seeds.txt")
+    options = ["-s", f"NUTCH_CRAWL_DIR={crawl_dir / 'crawl'}", "-s", "NUTCH_FETCHER_SERVER_DELAY=0"]
+    assert main(["-v", "crawl", seeds, "-rounds", "1", *options]) == 0
+    err = capfd.readouterr().err
+    assert "started (bot:" in err and "INFO: Fetched batch" in err
+    assert "nutchy crawl: round 1: fetch: 1 URLs fetched: 1 success;" in err

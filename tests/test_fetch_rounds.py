@@ -4,6 +4,7 @@ batch once it is fetched whole, and leaves a batch fetched in part alone."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -55,6 +56,10 @@ def test_rounds_in_one_process_until_nothing_is_due(store, tmp_path, site):
     assert result.stats["nutch/rounds"] == 3  # /, then /a and /b, then /c and /missing
     assert "Generate selected no URL: nothing left to fetch" in result.log
     assert result.stats["finish_reason"] == "finished"
+    # the closing line names every batch fetched, in the order of the rounds
+    batches = re.findall(r"Round \d of 10: batch (\S+),", result.log)
+    assert len(set(batches)) == 3, result.log[-3000:]
+    assert f"Fetched batches {', '.join(batches)} (finished): 5 rows" in result.log
     rows = pages(table)
     assert set(rows) == {f"{root}{path}" for path in ("/", "/a", "/b", "/c", "/missing")}
     for path in ("/", "/a", "/b", "/c"):
@@ -92,6 +97,7 @@ def test_a_stop_file_ends_the_crawl_before_the_next_round(store, tmp_path, site)
     result = project.crawl(None, rounds="5")
     assert result.returncode == 0, result.log[-3000:]
     assert "STOP found: no more rounds" in result.log
+    assert "Fetched no batch (finished): 0 rows" in result.log
     assert site.hits == []
 
 

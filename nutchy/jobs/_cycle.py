@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -130,13 +131,15 @@ def finish_batch(
     now: int,
     parse: bool = True,
     ahead: ReadAhead | None = None,
+    parsed: Callable[[ParseCounts], object] | None = None,
 ) -> tuple[ParseCounts | None, UpdateCounts]:
     """The end of a round, after the fetch of *batch_id*: parse what the fetch did not (``nutchy
     parse ID -resume``; skipped when *parse* is false), then ``nutchy updatedb ID`` at *now*,
-    with the batch's shares read *ahead* during the fetch when given."""
-    parsed = None
+    with the batch's shares read *ahead* during the fetch when given. *parsed*, when given, is
+    called with the parse's counts as soon as it ends, before updatedb starts."""
+    counts = None
     if parse:
-        parsed = parse_batch(
+        counts = parse_batch(
             table,
             batch_id,
             config=parse_config(settings),
@@ -145,6 +148,8 @@ def finish_batch(
             timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
             resume=True,  # pages the fetch parsed already (NUTCH_FETCHER_PARSE)
         )
+        if parsed is not None:
+            parsed(counts)
     config = update_config(settings, batch_id)
     updated = updatedb(table, batch_id, now=now, config=config, ahead=ahead)
-    return parsed, updated
+    return counts, updated

@@ -13,11 +13,14 @@ this process reads ahead what updatedb needs of the batch
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from nutchy.jobs._cycle import finish_batch, update_config
 from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
+from nutchy.jobs.parse import ParseCounts
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
 from nutchy.store import open_table
 
@@ -46,28 +50,91 @@ STOP_FILE = "STOP"
 
 
 @dataclass
+class RoundReport:
+    """What one round did, phase by phase, for the crawl's closing table."""
+
+    number: int
+    batch_id: str
+    selected: int
+    #: rows fetched, by fetch status name (``SUCCESS``, ``NOTFOUND``...), as the children said
+    statuses: dict[str, int] = field(default_factory=dict)
+    parsed: int = 0
+    new_rows: int = 0
+    #: seconds spent in each phase: generate, fetch, parse, updatedb
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class CrawlReport:
     """What a crawl did: the batch of each round, and why it stopped."""
 
     injected: int = 0
     batches: list[str] = field(default_factory=list)
     stopped: str = ""
+    rounds: list[RoundReport] = field(default_factory=list)
+
+
+@dataclass
+class FetchRun:
+    """How a fetch child ended: its exit code and its Scrapy stats (those a JSON report holds:
+    ``nutch/fetch/status/...``, ``finish_reason``...; empty when it wrote none)."""
+
+    code: int
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 #: Starts the fetch of a batch (of its partition ``k/K``, or all of it for ``None``) and returns
-#: a function that waits for the fetch and returns its exit code.
-StartFetch = Callable[[str, Mapping[str, Any], str | None], Callable[[], int]]
+#: a function that waits for the fetch and returns its exit code, or a :class:`FetchRun`.
+StartFetch = Callable[[str, Mapping[str, Any], str | None], Callable[[], "int | FetchRun"]]
+
+#: The environment variable naming the file where ``python -m nutchy._fetchrun`` writes its stats.
+REPORT_ENV = "NUTCHY_FETCH_REPORT"
+#: The prefix of the Scrapy stats that count the rows fetched by status.
+STATUS_STAT = "nutch/fetch/status/"
+
+#: Settings given to the fetch children unless the command line sets them or asks for ``-v``:
+#: Scrapy's INFO lines (banner, versions, overridden settings, telnet password, the stats dump) of
+#: every child of every round would bury the crawl's own lines, which say what the fetch did.
+QUIET_CHILD = {"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False}
+
+
+class ChildFetch:
+    """A fetch running in a child process (:attr:`process`); calling it waits for the child and
+    returns its exit code and the stats it wrote to *report* (removed then)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], report: Path) -> None:
+        self.process = process
+        self.report = report
+
+    def __call__(self) -> FetchRun:
+        try:
+            code = self.process.wait()
+            try:
+                stats = json.loads(self.report.read_text(encoding="utf-8") or "{}")
+            except (OSError, ValueError):  # a child that could not start wrote nothing
+                stats = {}
+            return FetchRun(code, stats if isinstance(stats, dict) else {})
+        finally:
+            self.report.unlink(missing_ok=True)
 
 
 def start_fetch_in_child(
     batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
-) -> Callable[[], int]:
+) -> ChildFetch:
     """Start fetching *batch_id* (its *partition* ``k/K`` only, when given) with ``python -m
-    nutchy._fetchrun``; return a function that waits for the child and returns its exit code."""
+    nutchy._fetchrun``; return what waits for the child and gives its exit code and stats."""
     command = [sys.executable, "-m", "nutchy._fetchrun", batch_id, json.dumps(dict(overrides))]
     if partition is not None:
         command.append(partition)
-    return subprocess.Popen(command).wait
+    handle, name = tempfile.mkstemp(prefix="nutchy-fetch-", suffix=".json")
+    os.close(handle)
+    report = Path(name)
+    try:
+        process = subprocess.Popen(command, env={**os.environ, REPORT_ENV: name})
+    except BaseException:
+        report.unlink(missing_ok=True)
+        raise
+    return ChildFetch(process, report)
 
 
 def fetch_in_child(
@@ -75,7 +142,7 @@ def fetch_in_child(
 ) -> int:
     """Fetch *batch_id* (or its *partition*) with ``python -m nutchy._fetchrun``; return its exit
     code."""
-    return start_fetch_in_child(batch_id, overrides, partition)()
+    return start_fetch_in_child(batch_id, overrides, partition)().code
 
 
 def crawl(
@@ -89,16 +156,22 @@ def crawl(
     num_fetchers: int = 1,
     start_fetch: StartFetch = start_fetch_in_child,
     log: Callable[[str], None] = print,
+    verbose: bool = False,
 ) -> CrawlReport:
     """Run the crawl; *overrides* are the settings given on the command line, passed to fetch.
 
     Each round's generate selects the URLs due *add_days* days from now (``-adddays``) and splits
     them into *num_fetchers* partitions, fetched at once by as many children.
     *start_fetch* starts the fetch of a batch (of one partition ``k/K`` of it, or of all of it
-    for ``None``) and returns a function that waits for its exit code.
+    for ``None``) and returns a function that waits for its exit code. The children log at
+    WARNING, without Scrapy's telnet console (:data:`QUIET_CHILD`), unless *verbose* or
+    *overrides* say otherwise; each phase of each round is said in one line through *log*, and
+    the rounds in a table at the end.
     """
     report = CrawlReport()
     stop = crawl_dir(settings) / STOP_FILE
+    if not verbose:
+        overrides = {**QUIET_CHILD, **overrides}
     with open_table(settings) as table:
         if seeds:
             result = inject(table, seeds, InjectOptions.from_settings(settings), now=_now())
@@ -111,6 +184,7 @@ def crawl(
             if stop.exists():
                 report.stopped = f"{stop} found"
                 break
+            started = time.monotonic()
             now = _now()
             # a random number, as nutchy generate: two crawls started in the same second on one
             # table get different batch ids
@@ -121,22 +195,37 @@ def crawl(
             if generated.selected == 0:
                 report.stopped = "nothing left to fetch"
                 break
+            this = RoundReport(number, batch_id, generated.selected)
+            report.rounds.append(this)
             report.batches.append(batch_id)
+            started = _lap(this, "generate", started)
             line = f"round {number}: batch {batch_id}, {generated.selected} URLs"
             if num_fetchers > 1:
                 sizes = ", ".join(map(str, generated.partitions))
                 line += f" in {num_fetchers} partitions ({sizes})"
-            log(line)
+            log(f"{line}; generate {this.seconds['generate']:.1f} s")
             try:
-                ahead, failed = _fetch(
+                ahead, failed, this.statuses = _fetch(
                     table, settings, batch_id, generated.partitions, overrides, start_fetch
                 )
                 table.checkpoint()  # the fetch's writes, copied into the file beside what follows
+                started = _lap(this, "fetch", started)
+                log(
+                    f"round {number}: fetch: {_statuses(this.statuses)};"
+                    f" {this.seconds['fetch']:.1f} s"
+                )
                 if failed:
                     log(f"round {number}: batch {batch_id} is left for {_by_hand(batch_id)}")
                     report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
                     break
-                parsed, updated = finish_batch(table, settings, batch_id, now=_now(), ahead=ahead)
+                parsed, updated = finish_batch(
+                    table,
+                    settings,
+                    batch_id,
+                    now=_now(),
+                    ahead=ahead,
+                    parsed=functools.partial(_log_parse, this, started=started, log=log),
+                )
             except StoreError as exc:
                 raise StoreError(
                     f"round {number}: cannot parse and update batch {batch_id}: {exc}. Once the"
@@ -149,15 +238,90 @@ def crawl(
                 raise
             del ahead
             assert parsed is not None
-            line = f"round {number}: {parsed.parsed} pages parsed, {updated.new_rows} new URLs"
+            _lap(this, "updatedb", started + this.seconds["parse"])
+            this.new_rows = updated.new_rows
+            line = (
+                f"round {number}: updatedb: {updated.batch_pages} pages updated,"
+                f" {updated.new_rows} new URLs"
+            )
             if updated.read_ahead:
-                pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
-                line += f" ({pages} updated from what was read during the fetch)"
-            log(line)
+                line += f" ({updated.read_ahead} of the pages read during the fetch)"
+            log(f"{line}; {this.seconds['updatedb']:.1f} s")
         else:
             report.stopped = f"{rounds} rounds done"
     log(f"stopped, {report.stopped}")
+    for line in _table(report.rounds):
+        log(line)
     return report
+
+
+def _lap(this: RoundReport, phase: str, started: float) -> float:
+    """Note the seconds of *phase*, begun at *started*; return now (the next phase's start)."""
+    now = time.monotonic()
+    this.seconds[phase] = now - started
+    return now
+
+
+def _log_parse(
+    this: RoundReport, counts: ParseCounts, *, started: float, log: Callable[[str], None]
+) -> None:
+    """Say what the parse of a round did, pages parsed during the fetch included."""
+    _lap(this, "parse", started)
+    this.parsed = counts.parsed + counts.resumed
+    line = f"round {this.number}: parse: {this.parsed} pages parsed"
+    if counts.resumed:
+        line += f" ({counts.resumed} during the fetch)"
+    others = [
+        f"{n} {label}"
+        for label, n in (
+            ("redirects", counts.redirects),
+            ("failed", counts.failed),
+            ("not parsed", counts.not_parsed + counts.truncated),
+        )
+        if n
+    ]
+    if others:
+        line += f", {', '.join(others)}"
+    log(f"{line}; {this.seconds['parse']:.1f} s")
+
+
+def _statuses(statuses: Mapping[str, int]) -> str:
+    """``3 URLs fetched: 2 success, 1 notfound``, from counts by fetch status."""
+    total = sum(statuses.values())
+    text = f"{total} URLs fetched"
+    if statuses:
+        text += ": " + ", ".join(f"{n} {name.lower()}" for name, n in sorted(statuses.items()))
+    return text
+
+
+def _table(rounds: Sequence[RoundReport]) -> list[str]:
+    """The rounds as a table: batch, URLs generated, fetched by status, parsed, new URLs and the
+    seconds of the round's phases."""
+    if not rounds:
+        return []
+    header = ("round", "batch", "URLs", "fetched", "parsed", "new URLs", "seconds")
+    body = [
+        (
+            str(r.number),
+            r.batch_id,
+            str(r.selected),
+            ", ".join(f"{n} {k.lower()}" for k, n in sorted(r.statuses.items())) or "-",
+            str(r.parsed),
+            str(r.new_rows),
+            f"{sum(r.seconds.values()):.1f}",
+        )
+        for r in rounds
+    ]
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    numeric = {0, 2, 4, 5, 6}
+
+    def cells(row: Sequence[str]) -> str:
+        return "  ".join(
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+
+    return [cells(header), *(cells(row) for row in body)]
 
 
 def _fetch(
@@ -167,15 +331,16 @@ def _fetch(
     sizes: Sequence[int],
     overrides: Mapping[str, Any],
     start_fetch: StartFetch,
-) -> tuple[ReadAhead | None, str]:
+) -> tuple[ReadAhead | None, str, dict[str, int]]:
     """Fetch *batch_id*, whose partitions hold *sizes* URLs: each partition that has any in a
     child of its own, all at once, while this process reads ahead for updatedb. Return the read
-    ahead and what failed (``""`` when every child exited with 0)."""
+    ahead, what failed (``""`` when every child exited with 0) and the rows fetched by status,
+    summed over the children."""
     if len(sizes) == 1:
         partitions: list[str | None] = [None]
     else:
         partitions = [f"{k}/{len(sizes)}" for k, size in enumerate(sizes) if size]
-    waits: list[tuple[str | None, Callable[[], int]]] = []
+    waits: list[tuple[str | None, Callable[[], int | FetchRun]]] = []
     ahead = None
     try:
         # One at a time, so that if a start fails, those started are still waited for.
@@ -183,13 +348,21 @@ def _fetch(
             waits.append((partition, start_fetch(batch_id, overrides, partition)))  # noqa: PERF401
         ahead = _read_ahead(table, settings, batch_id)
     finally:  # never leave a child running unwaited
-        codes = [(partition, wait()) for partition, wait in waits]
+        runs = [(partition, wait()) for partition, wait in waits]
+    codes = [(p, run if isinstance(run, int) else run.code) for p, run in runs]
+    statuses: dict[str, int] = {}
+    for _, run in runs:
+        if isinstance(run, FetchRun):
+            for name, value in run.stats.items():
+                if name.startswith(STATUS_STAT) and isinstance(value, int):
+                    key = name.removeprefix(STATUS_STAT)
+                    statuses[key] = statuses.get(key, 0) + value
     failed = [
         f"exit code {code}" if partition is None else f"partition {partition}: exit code {code}"
         for partition, code in codes
         if code != 0
     ]
-    return ahead, "; ".join(failed)
+    return ahead, "; ".join(failed), statuses
 
 
 def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadAhead | None:
