@@ -298,13 +298,16 @@ def test_errors_write_no_content_but_replace_headers(code):
 
 
 def test_not_modified_keeps_content_and_updates_headers():
-    outcome = http_outcome(URL, 304, [("Date", "now"), ("ETag", '"v2"')], b"")
+    # Scrapy gives a 304 that had no Content-Length a "0": never stored (RFC 9111 §3.2).
+    headers = [("Date", "now"), ("ETag", '"v2"'), ("Content-Length", "0")]
+    outcome = http_outcome(URL, 304, headers, b"")
     puts, deletes, replace = cells_of(ENTRY, outcome)
     assert puts[b"f:st"] == (0x26).to_bytes(4, "big")
     assert puts[b"f:prot"] == bytes.fromhex("2a02") + bytes([2 * len(URL)]) + URL.encode() + b"\0\0"
     assert b"f:cnt" not in puts
     assert not replace and not deletes  # stored Content-Type, Content-Length... stay
     assert puts[b"h:ETag"] == b'"v2"'
+    assert b"h:Content-Length" not in puts
 
 
 def test_exception_writes_status_and_marks_only():

@@ -210,6 +210,9 @@ def test_conditional_requests_and_not_modified(store, tmp_path, site):
     assert page.protocol_status == ProtocolStatus(P.NOTMODIFIED, (cond,))
     assert page.content == b"<html>conditional</html>"
     assert page.headers["Content-Type"] == "text/html"  # kept from the 200
+    # The 304 has no Content-Length (Scrapy's response to it says 0): the stored one is the
+    # length of the content kept, as the 200 sent it (RFC 9111 §3.2).
+    assert page.headers["Content-Length"] == str(len(page.content))
     assert page.headers["ETag"] == ETAG
     assert second.stats["nutch/fetch/status/NOTMODIFIED"] == 2
     # The 304s were recorded, then dropped before the spider (AnswerRecorded): only robots.txt

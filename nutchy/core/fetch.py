@@ -563,8 +563,12 @@ def fetch_change(
     if outcome.headers is not None:
         if outcome.status.code == _P.NOTMODIFIED:
             # RFC 9111 §4.3.4: a 304 updates the stored response's headers; the stored content
-            # stays, and so must the headers that describe it (Content-Length, ETag...).
-            entries["headers"] = dict(outcome.headers)
+            # stays, and so must the headers that describe it. Its Content-Length is never
+            # taken (RFC 9111 §3.2): a 304 has no body, and Scrapy gives one that had no
+            # Content-Length a "0", which would be stored beside the content of the 200.
+            entries["headers"] = {
+                name: value for name, value in outcome.headers.items() if name != "Content-Length"
+            }
         else:
             replace["headers"] = dict(outcome.headers)
         if outcome.response_time is not None:
