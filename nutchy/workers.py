@@ -373,16 +373,21 @@ class WorkerFrontier:
 
     def _republish(self) -> None:
         batch_id = self.batch_id
-        if self._waiting is not None or batch_id is None:
-            return
+        if self._waiting is True or batch_id is None:
+            return  # a publish is under way
+        if self._waiting is not None:
+            self._waiting.cancel()
         self._waiting = True  # no read until it is published
+        self._forget_leases()
         logger.warning(
-            "Redis at %(redis)s no longer knows batch %(batch)s: publishing it again from the"
+            "Redis at %(redis)s no longer knows batch %(batch)s (restarted without its data?):"
+            " this worker's leases are gone; in %(hold).1f s it publishes the batch again from the"
             " table (its rows without a fetch mark)",
-            {"redis": self.redis.address, "batch": batch_id},
+            {"redis": self.redis.address, "batch": batch_id, "hold": self._republish_hold},
         )
 
         async def publish() -> None:
+            await sleep(self._republish_hold)
             try:
                 _, published = await run_in_thread(self._begin_again, batch_id)
                 logger.info(
@@ -395,6 +400,27 @@ class WorkerFrontier:
             self._wait(0.0)
 
         _spawn(publish())
+
+    @property
+    def _republish_hold(self) -> float:
+        """How long a worker waits before it publishes again a batch Redis lost: the queues'
+        holders before the loss may fetch from them until their next renewal (every third of
+        the lease timeout) finds their leases gone; then the delay passes, and what they
+        fetched meanwhile is written, so that it is not published again."""
+        return self.redis.lease_timeout / 3 + self.redis.default_delay
+
+    def _forget_leases(self) -> None:
+        """Redis lost the batch: every lease of this worker is gone, its rows held in memory
+        are another worker's now (once published again)."""
+        if not self._held:
+            return
+        self.stats.inc_value("nutch/fetch/lease_lost", len(self._held))
+        for queue, held in list(self._held.items()):
+            for key in held.outstanding:
+                self._keys.pop(key, None)
+            del self._held[queue]
+            self.owner.forget(queue)
+        self._needy.clear()
 
     def _begin_again(self, batch_id: str) -> tuple[str, int]:
         assert self.reader is not None
@@ -470,9 +496,13 @@ class WorkerFrontier:
         self._acking = True
         batch_id = self.batch_id
 
+        def send() -> tuple[list[QueueLease], str]:
+            lost = self.redis.ack_many(batch_id, acks)
+            return lost, self.redis.state(batch_id) if lost else "open"
+
         async def ack() -> None:
             try:
-                lost = await run_in_thread(self.redis.ack_many, batch_id, acks)
+                lost, state = await run_in_thread(send)
             except FrontierError as exc:
                 self._unreachable(exc)
                 self._acks = keys + self._acks  # again with the next renewal
@@ -480,6 +510,14 @@ class WorkerFrontier:
                 return
             self._acking = False
             self._reachable()
+            if state == "unknown":
+                # Redis lost the batch: these rows are written, and not in the table's
+                # republished batch unless it was read before they were.
+                for queue_keys in by_queue.values():
+                    for key in queue_keys:
+                        self._keys.pop(key, None)
+                self._republish()
+                return
             lost_queues = {lease.queue for lease in lost}
             for queue, queue_keys in by_queue.items():
                 held = self._held.get(queue)
@@ -557,19 +595,22 @@ class WorkerFrontier:
         leases = [h.lease for h in self._held.values() if not h.leaving]
         attend = self._attending
 
-        def renew() -> list[str]:
+        def renew() -> tuple[list[str], str]:
             lost = self.redis.renew(batch_id, leases)
             if attend:
                 self.redis.attend(batch_id, self.token, self.redis.lease_timeout)
-            return lost
+            return lost, self.redis.state(batch_id) if lost else "open"
 
         async def run() -> None:
             try:
-                lost = await run_in_thread(renew)
+                lost, state = await run_in_thread(renew)
             except FrontierError as exc:
                 self._unreachable(exc)
                 return
             self._reachable()
+            if state == "unknown":
+                self._republish()  # Redis lost the batch, and every lease with it
+                return
             for queue in lost:
                 self._lost(queue)
             self._ack()
