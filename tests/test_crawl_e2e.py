@@ -308,7 +308,7 @@ def test_crawl_to_completion(store, crawl_dir, graph_site, capfd, fetchers):
     started = int(time.time() * 1000)
     clock = time.monotonic()
     code = nutchy(
-        settings,
+        {**settings, "LOG_LEVEL": "INFO"},  # the children's own lines, checked below
         "crawl",
         str(seed_file),
         "-rounds",
@@ -326,6 +326,9 @@ def test_crawl_to_completion(store, crawl_dir, graph_site, capfd, fetchers):
     sizes = [int(n) for n in re.findall(r"round \d+: batch \S+, (\d+) URLs", log)]
     assert sizes == [len(batch) for batch in model.rounds], (sizes, model.rounds)
     assert "stopped, nothing left to fetch" in log
+    # each round's fetch line counts what its children fetched, from their stats
+    fetched = [int(n) for n in re.findall(r"round \d+: fetch: (\d+) URLs fetched", log)]
+    assert fetched == sizes, (fetched, sizes)
     if fetchers > 1:
         # Each round in two partitions; the hosts of each fetched by one child (which the
         # robots.txt counts below check: each host's robots.txt is asked for once).
@@ -333,7 +336,7 @@ def test_crawl_to_completion(store, crawl_dir, graph_site, capfd, fetchers):
         assert [int(x) + int(y) for x, y in split] == sizes, split
         assert any(int(x) and int(y) for x, y in split), split  # two children at once
     # nutchy crawl updates each batch after its fetch: no child tells the user to (the fetch
-    # children log at INFO)
+    # children log at INFO, as asked with -s LOG_LEVEL=INFO)
     assert "] INFO: Fetched batch" in log and "was not fetched whole" not in log, log
 
     # The servers saw every reachable, allowed URL exactly once, and nothing else.

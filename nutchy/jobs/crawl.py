@@ -245,7 +245,8 @@ def crawl(
                 f" {updated.new_rows} new URLs"
             )
             if updated.read_ahead:
-                line += f" ({updated.read_ahead} of the pages read during the fetch)"
+                pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
+                line += f" ({pages} updated from what was read during the fetch)"
             log(f"{line}; {this.seconds['updatedb']:.1f} s")
         else:
             report.stopped = f"{rounds} rounds done"
