@@ -9,6 +9,12 @@ there instead, each test in a table with its own crawl id.
 The session's test server closes connections idle for ``NUTCHY_TEST_HBASE_IDLE_TIMEOUT`` seconds,
 2 unless set (HBase closes them after 60), so that the suite meets the dead sockets a real Thrift
 server leaves, and the HBase store must recover from them.
+
+Its transport and protocol are ``NUTCHY_TEST_HBASE_TRANSPORT`` (``framed`` unless set, with the
+2 MiB frame limit of HBase's framed server modes) and ``NUTCHY_TEST_HBASE_PROTOCOL`` (``binary``
+unless set): the stricter of HBase's modes, which refuses a call over the frame limit. Every test
+that talks to the session's server passes the same ones, from the ``hbase_options`` fixture; with
+``NUTCHY_TEST_HBASE_HOST`` they must be the real server's.
 """
 
 from __future__ import annotations
@@ -24,6 +30,13 @@ from nutchy.store.base import Store
 _ids = itertools.count()
 
 
+def _hbase_options() -> dict[str, str]:
+    return {
+        "transport": os.environ.get("NUTCHY_TEST_HBASE_TRANSPORT", "framed"),
+        "protocol": os.environ.get("NUTCHY_TEST_HBASE_PROTOCOL", "binary"),
+    }
+
+
 @pytest.fixture(scope="session")
 def hbase_server():
     """The HBase Thrift1 test server of the session, or ``None`` when a real HBase is named."""
@@ -33,7 +46,8 @@ def hbase_server():
     from nutchy.testing.hbase_server import HBaseThriftServer
 
     server = HBaseThriftServer(
-        idle_timeout=float(os.environ.get("NUTCHY_TEST_HBASE_IDLE_TIMEOUT", "2"))
+        idle_timeout=float(os.environ.get("NUTCHY_TEST_HBASE_IDLE_TIMEOUT", "2")),
+        **_hbase_options(),
     )
     server.start()
     try:
@@ -49,6 +63,26 @@ def hbase_address(hbase_server) -> tuple[str, int]:
             os.environ.get("NUTCHY_TEST_HBASE_PORT", "9090")
         )
     return "127.0.0.1", hbase_server.port
+
+
+@pytest.fixture(scope="session")
+def hbase_options() -> dict[str, str]:
+    """The ``transport`` and ``protocol`` of the session's HBase Thrift server, as happybase and
+    :class:`~nutchy.store.hbase.HBaseStore` take them."""
+    return _hbase_options()
+
+
+@pytest.fixture(scope="session")
+def hbase_settings(hbase_address, hbase_options) -> dict[str, object]:
+    """The settings that reach the session's HBase Thrift server (without a crawl id)."""
+    host, port = hbase_address
+    return {
+        "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+        "NUTCH_HBASE_HOST": host,
+        "NUTCH_HBASE_PORT": port,
+        "NUTCH_HBASE_TRANSPORT": hbase_options["transport"],
+        "NUTCH_HBASE_PROTOCOL": hbase_options["protocol"],
+    }
 
 
 @pytest.fixture
@@ -80,10 +114,11 @@ def store_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[StoreFac
         from nutchy.store.hbase import HBaseStore
 
         host, port = request.getfixturevalue("hbase_address")
+        options = request.getfixturevalue("hbase_options")
         crawl_id = f"t{os.getpid()}x{next(_ids)}"
 
         def factory() -> Store:
-            store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+            store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000, **options)
             opened.append(store)
             return store
 

@@ -370,6 +370,8 @@ def store_settings(store: Store) -> dict[str, object]:
         "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
         "NUTCH_HBASE_HOST": store.host,  # type: ignore[attr-defined]
         "NUTCH_HBASE_PORT": store.port,  # type: ignore[attr-defined]
+        "NUTCH_HBASE_TRANSPORT": store.transport,  # type: ignore[attr-defined]
+        "NUTCH_HBASE_PROTOCOL": store.protocol,  # type: ignore[attr-defined]
         "NUTCH_STORAGE_CRAWL_ID": crawl_id,
     }
 

@@ -54,11 +54,8 @@ def open_new(request, tmp_path):
         if request.param == "embedded":
             values = {"NUTCH_CRAWL_DIR": str(tmp_path / f"crawl{n}")}
         else:
-            host, port = request.getfixturevalue("hbase_address")
             values = {
-                "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
-                "NUTCH_HBASE_HOST": host,
-                "NUTCH_HBASE_PORT": port,
+                **request.getfixturevalue("hbase_settings"),
                 "NUTCH_STORAGE_CRAWL_ID": f"r{os.getpid()}x{n}",
             }
         settings = load_settings(values, project=False)
@@ -381,6 +378,8 @@ def cli_settings(settings) -> list[str]:
         "NUTCH_STORAGE_DATA_STORE_CLASS",
         "NUTCH_HBASE_HOST",
         "NUTCH_HBASE_PORT",
+        "NUTCH_HBASE_TRANSPORT",
+        "NUTCH_HBASE_PROTOCOL",
         "NUTCH_STORAGE_CRAWL_ID",
     ]
     return [arg for name in names for arg in ("-s", f"{name}={settings.get(name) or ''}")]

@@ -98,10 +98,11 @@ def _opener(backend: str, request, tmp_path):
             return EmbeddedStore(tmp_path / f"{name}.sqlite")
     else:
         host, port = request.getfixturevalue("hbase_address")
+        options = request.getfixturevalue("hbase_options")
         prefix = f"w{os.getpid()}x{abs(hash(request.node.name)) % 10**6}"
 
         def store_for(name: str):
-            return HBaseStore(host, port, crawl_id=f"{prefix}{name}", timeout=2000)
+            return HBaseStore(host, port, crawl_id=f"{prefix}{name}", timeout=2000, **options)
 
     def factory(name: str, read_limit: int = 25) -> WebTable:
         store = store_for(name)
@@ -247,7 +248,7 @@ WRITER = textwrap.dedent(
     from nutchy.store.table import WebTable
 
     store = HBaseStore("127.0.0.1", int(sys.argv[1]), crawl_id=sys.argv[2], timeout=500,
-                       lock_lease=1500)
+                       lock_lease=1500, transport=sys.argv[3], protocol=sys.argv[4])
     modify = store.modify
 
     def slow_modify(keys, columns, change, chunk_size=None):
@@ -284,6 +285,8 @@ def test_a_run_killed_in_its_fold_then_run_again_counts_everything_once(open_hba
             WRITER,
             str(port),
             store.table_name[: -len("_webpage")],
+            store.transport,
+            store.protocol,
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -303,7 +306,15 @@ def test_a_run_killed_in_its_fold_then_run_again_counts_everything_once(open_hba
         child.stdout.close()
     crawl_id = store.table_name[: -len("_webpage")]
     rerun = WebTable(
-        HBaseStore(store.host, port, crawl_id=crawl_id, timeout=500, lock_lease=1500),
+        HBaseStore(
+            store.host,
+            port,
+            crawl_id=crawl_id,
+            timeout=500,
+            lock_lease=1500,
+            transport=store.transport,
+            protocol=store.protocol,
+        ),
         read_limit=25,
     )
     assert run(rerun, "b1").already_counted >= 40

@@ -205,13 +205,15 @@ def test_the_egg_of_this_repository_carries_the_project_and_its_settings_entry_p
     assert not any(name.startswith("nutchy/") for name in names)  # installed beside scrapyd
 
 
-def table_settings(hbase_address: tuple[str, int], crawl_id: str) -> dict[str, object]:
-    host, port = hbase_address
+def table_settings(store: HBaseStore) -> dict[str, object]:
+    """The settings of a job on *store*'s table."""
     return {
         "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
-        "NUTCH_HBASE_HOST": host,
-        "NUTCH_HBASE_PORT": port,
-        "NUTCH_STORAGE_CRAWL_ID": crawl_id,
+        "NUTCH_HBASE_HOST": store.host,
+        "NUTCH_HBASE_PORT": store.port,
+        "NUTCH_HBASE_TRANSPORT": store.transport,
+        "NUTCH_HBASE_PROTOCOL": store.protocol,
+        "NUTCH_STORAGE_CRAWL_ID": store.table_name.removesuffix("_webpage"),
     }
 
 
@@ -223,10 +225,12 @@ FAST = {
 }
 
 
-def test_two_daemons_fetch_one_batch_on_hbase_in_two_partitions(daemons, hbase_address):
+def test_two_daemons_fetch_one_batch_on_hbase_in_two_partitions(
+    daemons, hbase_address, hbase_options
+):
     crawl_id = f"scrapyd{os.getpid()}"
     host, port = hbase_address
-    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000, **hbase_options)
     hosts = (H2, H3, H4, H5)
     try:
         with Site(hosts) as site:
@@ -234,7 +238,7 @@ def test_two_daemons_fetch_one_batch_on_hbase_in_two_partitions(daemons, hbase_a
             parts = {url: partition_for(url.split("/")[2].split(":")[0], 2) for url in urls}
             assert set(parts.values()) == {0, 1}, "pick hosts that fall in both partitions"
             table = prepare_batch(store, urls, batch="b1", num_fetchers=2)
-            settings = {**table_settings(hbase_address, crawl_id), **FAST}
+            settings = {**table_settings(store), **FAST}
             jobs = [
                 daemon.schedule(args={"batch": "b1", "partition": f"{k}/2"}, settings=settings)
                 for k, daemon in enumerate(daemons)
@@ -291,17 +295,17 @@ def test_a_job_with_a_relative_crawl_dir_fails_at_start_where_scrapyd_shows_it(d
     )
 
 
-def test_a_job_injects_its_seeds_and_crawls_a_round_on_hbase(daemons, hbase_address):
+def test_a_job_injects_its_seeds_and_crawls_a_round_on_hbase(daemons, hbase_address, hbase_options):
     crawl_id = f"seeds{os.getpid()}"
     host, port = hbase_address
-    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000, **hbase_options)
     daemon = daemons[1]
     try:
         with Site((H2, H3)) as site:
             urls = [site.url(H2, "/page/a"), site.url(H3, "/page/b"), site.url(H3, "/page/c")]
             job = daemon.schedule(
                 args={"seeds": ",".join(urls), "rounds": "1"},
-                settings={**table_settings(hbase_address, crawl_id), **FAST},
+                settings={**table_settings(store), **FAST},
             )
             daemon.wait_finished({job})
             log = daemon.job_log(job)
@@ -323,13 +327,13 @@ def test_a_job_injects_its_seeds_and_crawls_a_round_on_hbase(daemons, hbase_addr
 
 
 def test_two_daemons_share_one_batch_through_the_redis_frontier(
-    daemons, hbase_address, redis_server, redis_client
+    daemons, hbase_address, hbase_options, redis_server, redis_client
 ):
     """The two jobs lease the batch's queues from Redis (``NUTCH_FRONTIER = "redis"``) instead of
     splitting it by partitions: each URL is fetched once, each host at its delay across both."""
     crawl_id = f"redis{os.getpid()}"
     host, port = hbase_address
-    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000)
+    store = HBaseStore(host, port, crawl_id=crawl_id, timeout=5000, **hbase_options)
     hosts = tuple(f"127.0.0.{i}" for i in range(2, 10))  # eight hosts
     delay = 0.4
     try:
@@ -339,7 +343,7 @@ def test_two_daemons_share_one_batch_through_the_redis_frontier(
             urls = [site.url(h, f"/page/{i}") for h in hosts for i in range(4)]
             table = prepare_batch(store, urls, batch="b2")
             settings = {
-                **table_settings(hbase_address, crawl_id),
+                **table_settings(store),
                 **FAST,
                 "NUTCH_FETCHER_SERVER_DELAY": delay,
                 "NUTCH_FRONTIER": "redis",

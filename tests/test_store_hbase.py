@@ -26,9 +26,11 @@ from nutchy.testing.hbase_server import HBaseThriftServer
 
 
 @pytest.fixture
-def hstore(hbase_address, request):
+def hstore(hbase_address, hbase_options, request):
     host, port = hbase_address
-    store = HBaseStore(host, port, crawl_id=f"h{abs(hash(request.node.name)) % 10**8}")
+    store = HBaseStore(
+        host, port, crawl_id=f"h{abs(hash(request.node.name)) % 10**8}", **hbase_options
+    )
     store.create()
     yield store
     store.drop()
@@ -41,8 +43,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_table_is_nutchs(hstore, hbase_address):
-    connection = happybase.Connection(*hbase_address)
+def test_the_table_is_nutchs(hstore, hbase_address, hbase_options):
+    connection = happybase.Connection(*hbase_address, **hbase_options)
     try:
         assert hstore.table_name.encode() in connection.tables()
         families = connection.table(hstore.table_name).families()
@@ -55,14 +57,16 @@ def test_the_table_is_nutchs(hstore, hbase_address):
 
 
 def test_a_family_replaced_by_a_store_opened_later_masks_what_an_earlier_one_wrote(
-    hstore, hbase_address
+    hstore, hbase_address, hbase_options
 ):
     # Writes in a burst get timestamps ahead of the wall clock (each at least 2 ms after the
     # last); a store opened next must still stamp its family delete after them, or HBase keeps
     # the cells it was meant to remove.
     for n in range(200):
         hstore.write([RowUpdate(b"k", {b"ol:a": b"%d" % n, b"f:st": b"s"})])
-    later = HBaseStore(*hbase_address, crawl_id=hstore.table_name.removesuffix("_webpage"))
+    later = HBaseStore(
+        *hbase_address, crawl_id=hstore.table_name.removesuffix("_webpage"), **hbase_options
+    )
     try:
         later.write([build_update(b"k", replace={"outlinks": {"b": "new"}})])
         assert later.get(b"k") == {b"ol:b": b"new", b"f:st": b"s"}
@@ -70,14 +74,12 @@ def test_a_family_replaced_by_a_store_opened_later_masks_what_an_earlier_one_wro
         later.close()
 
 
-def test_settings_name_the_hbase_store_and_crawl_id(hbase_address):
-    host, port = hbase_address
+def test_settings_name_the_hbase_store_and_crawl_id(hbase_settings):
     for name in ("nutchy.store.hbase.HBaseStore", "org.apache.gora.hbase.store.HBaseStore"):
         settings = load_settings(
             {
+                **hbase_settings,
                 "NUTCH_STORAGE_DATA_STORE_CLASS": name,
-                "NUTCH_HBASE_HOST": host,
-                "NUTCH_HBASE_PORT": port,
                 "NUTCH_STORAGE_CRAWL_ID": "news",
             },
             project=False,
@@ -111,8 +113,8 @@ def test_the_server_holds_nutchs_bytes(hstore, fake_hbase):
     }
 
 
-def test_a_row_written_as_nutch_writes_it_reads_back(hstore, hbase_address):
-    connection = happybase.Connection(*hbase_address)
+def test_a_row_written_as_nutch_writes_it_reads_back(hstore, hbase_address, hbase_options):
+    connection = happybase.Connection(*hbase_address, **hbase_options)
     try:
         connection.table(hstore.table_name).put(
             b"org.apache.nutch:http/",
@@ -165,8 +167,8 @@ def test_splits_follow_the_regions(hstore, fake_hbase):
     assert [k for part in seen for k in part] == keys
 
 
-def test_a_missing_table_says_how_to_create_it(hbase_address):
-    with HBaseStore(*hbase_address, crawl_id="nothere") as store:
+def test_a_missing_table_says_how_to_create_it(hbase_address, hbase_options):
+    with HBaseStore(*hbase_address, crawl_id="nothere", **hbase_options) as store:
         assert not store.exists()
         with pytest.raises(TableMissing, match="nutchy storage init"):
             store.get(b"k")
@@ -288,10 +290,12 @@ class CuttingProxy:
 
 
 @pytest.fixture
-def proxied(fake_hbase):
+def proxied(fake_hbase, hbase_options):
     """An HBase store that reaches the session's test server through a :class:`CuttingProxy`."""
     proxy = CuttingProxy(fake_hbase.port)
-    store = HBaseStore("127.0.0.1", proxy.port, crawl_id=f"cut{os.getpid()}", timeout=3000)
+    store = HBaseStore(
+        "127.0.0.1", proxy.port, crawl_id=f"cut{os.getpid()}", timeout=3000, **hbase_options
+    )
     store.create()
     yield store, proxy
     proxy.heal()
@@ -369,10 +373,12 @@ def test_a_cut_that_persists_fails_as_unavailable_after_one_more_try(proxied):
     assert proxy.cuts == 2  # the first try and one more, no third
 
 
-def test_a_call_that_must_not_be_sent_twice_is_not(proxied, fake_hbase):
+def test_a_call_that_must_not_be_sent_twice_is_not(proxied, fake_hbase, hbase_options):
     _, proxy = proxied
     # createTable is not idempotent (the second would answer AlreadyExists): one try only.
-    other = HBaseStore("127.0.0.1", proxy.port, crawl_id=f"cut{os.getpid()}b", timeout=3000)
+    other = HBaseStore(
+        "127.0.0.1", proxy.port, crawl_id=f"cut{os.getpid()}b", timeout=3000, **hbase_options
+    )
     try:
         proxy.cut(b"createTable")
         with pytest.raises(StoreUnavailable):
@@ -388,9 +394,13 @@ def _mutate_calls(server: HBaseThriftServer) -> int:
     return server.call_counts["mutateRowsTs"] + server.call_counts["mutateRows"]
 
 
-def test_write_batches_are_bounded_by_bytes_as_well_as_rows(hbase_address, fake_hbase):
+def test_write_batches_are_bounded_by_bytes_as_well_as_rows(
+    hbase_address, hbase_options, fake_hbase
+):
     host, port = hbase_address
-    with HBaseStore(host, port, crawl_id="bytes", batch_size=1000, batch_bytes=100_000) as store:
+    with HBaseStore(
+        host, port, crawl_id="bytes", batch_size=1000, batch_bytes=100_000, **hbase_options
+    ) as store:
         store.create()
         try:
             body = b"x" * 30_000
@@ -465,9 +475,9 @@ def test_a_write_replacing_families_takes_two_calls_per_batch(hstore, fake_hbase
     assert hstore.get(b"k007", [b"ol"]) == {b"ol:t7": b"a"}
 
 
-def test_splits_of_a_missing_table_say_so(hbase_address):
+def test_splits_of_a_missing_table_say_so(hbase_address, hbase_options):
     with (
-        HBaseStore(*hbase_address, crawl_id="nosplits") as store,
+        HBaseStore(*hbase_address, crawl_id="nosplits", **hbase_options) as store,
         pytest.raises(TableMissing, match="nutchy storage init"),
     ):
         store.splits()
@@ -485,14 +495,11 @@ def test_errors_are_told_apart_by_their_thrift_type_not_their_text(hstore):
     assert hstore.exists()  # the connection that carried the error is still good
 
 
-def test_transport_and_protocol_settings_must_be_known(hbase_address):
-    host, port = hbase_address
+def test_transport_and_protocol_settings_must_be_known(hbase_settings):
     for name, value in (("NUTCH_HBASE_TRANSPORT", "http"), ("NUTCH_HBASE_PROTOCOL", "json")):
         settings = load_settings(
             {
-                "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
-                "NUTCH_HBASE_HOST": host,
-                "NUTCH_HBASE_PORT": port,
+                **hbase_settings,
                 name: value,
             },
             project=False,
@@ -577,13 +584,10 @@ def test_a_filtered_scan_reads_no_further_than_a_region_per_call(monkeypatch, fa
         store.close()
 
 
-def test_scanner_settings_reach_the_store(hbase_address, fake_hbase):
-    host, port = hbase_address
+def test_scanner_settings_reach_the_store(hbase_settings, fake_hbase):
     settings = load_settings(
         {
-            "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
-            "NUTCH_HBASE_HOST": host,
-            "NUTCH_HBASE_PORT": port,
+            **hbase_settings,
             "NUTCH_STORAGE_CRAWL_ID": "caching",
             "NUTCH_HBASE_SCANNER_CACHING": 10,
             "NUTCH_HBASE_SCANNER_TIMEOUT": 30000,

@@ -24,14 +24,14 @@ _LEASE_LOG = "nutchy.store.hbase_lease"
 
 
 @pytest.fixture
-def open_hstore(hbase_address, request):
+def open_hstore(hbase_address, hbase_options, request):
     """Opens stores on one table of a crawl id of this test's own, dropped at the end."""
     host, port = hbase_address
     crawl_id = f"l{abs(hash(request.node.name)) % 10**8}"
     opened: list[HBaseStore] = []
 
     def factory(**kwargs) -> HBaseStore:
-        store = HBaseStore(host, port, crawl_id=crawl_id, **kwargs)
+        store = HBaseStore(host, port, crawl_id=crawl_id, **{**hbase_options, **kwargs})
         opened.append(store)
         return store
 
@@ -51,8 +51,15 @@ def hstore(open_hstore):
 def _raw(store: HBaseStore, hbase_address, table: str = "webpage"):
     host, port = hbase_address
     prefix = store.table_name[: -len("_webpage")]
-    conn = happybase.Connection(host, port, table_prefix=prefix)
+    conn = happybase.Connection(
+        host, port, table_prefix=prefix, transport=store.transport, protocol=store.protocol
+    )
     return conn, conn.table(table)
+
+
+def store_options(store: HBaseStore) -> list[str]:
+    """The transport and protocol of *store*, as a child process's arguments."""
+    return [store.transport, store.protocol]
 
 
 def _count(cells) -> int:
@@ -214,7 +221,7 @@ HOLDER = textwrap.dedent(
     from nutchy.store.hbase import HBaseStore
 
     store = HBaseStore("127.0.0.1", int(sys.argv[1]), crawl_id=sys.argv[2], timeout=500,
-                       lock_lease=1500)
+                       lock_lease=1500, transport=sys.argv[3], protocol=sys.argv[4])
     with store.exclusive("generate"):
         print("held", flush=True)
         time.sleep(60)
@@ -228,7 +235,7 @@ def test_a_killed_holders_lease_is_taken_over_after_the_lease_time(
     store = open_hstore(timeout=500, lock_lease=1500)
     crawl_id = store.table_name[: -len("_webpage")]
     child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(hbase_address[1]), crawl_id],
+        [sys.executable, "-c", HOLDER, str(hbase_address[1]), crawl_id, *store_options(store)],
         stdout=subprocess.PIPE,
         text=True,
     )
