@@ -127,6 +127,8 @@ class _Read:
     wait: float | None = None
     limits: dict[str, int] = field(default_factory=dict)
     error: FrontierError | None = None
+    #: the held queues more rows were asked of
+    refill: list[str] = field(default_factory=list)
 
 
 class WorkerFrontier:
@@ -281,7 +283,7 @@ class WorkerFrontier:
         budget: int,
     ) -> _Read:
         """Read more rows of held queues, and lease new ones (in a thread)."""
-        result = _Read()
+        result = _Read(refill=[lease.queue for lease, _, _ in refill])
         redis = self.redis
         try:
             for lease, after, limit in refill:
@@ -349,6 +351,11 @@ class WorkerFrontier:
                 },
             )
         if result.error is not None:
+            # The queues whose rows did not come are asked again with the next read: nothing
+            # else would ask (they ran low once, before Redis went away).
+            self._needy.update(
+                q for q in result.refill if q in self._held and q not in result.rows
+            )
             self._unreachable(result.error)
             self._wait(WAIT_MAX)
             return items

@@ -230,7 +230,7 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_only_its_rows_in_flight_com
 
 
 @pytest.mark.slow
-def test_redis_unreachable_mid_batch_workers_wait_say_so_and_go_on(tmp_path):
+def test_redis_unreachable_for_20_s_mid_batch_workers_wait_say_so_and_go_on(tmp_path):
     redis = RedisServer()
     redis.start()
     try:
@@ -244,7 +244,9 @@ def test_redis_unreachable_mid_batch_workers_wait_say_so_and_go_on(tmp_path):
                 store,
                 redis.url,
                 NUTCH_FETCHER_SERVER_DELAY=0.3,
-                NUTCH_FRONTIER_LEASE_TIMEOUT=15.0,  # socket timeouts of 5 s
+                # Renewals every 15 s, socket timeouts of 5 s: a lease renewed last just before
+                # the outage still has 30 s to live, more than the 20 s Redis is away.
+                NUTCH_FRONTIER_LEASE_TIMEOUT=45.0,
             )
             workers = Workers(project, tmp_path)
             workers.start(2)
@@ -253,9 +255,15 @@ def test_redis_unreachable_mid_batch_workers_wait_say_so_and_go_on(tmp_path):
                 time.sleep(0.02)
             assert redis.process is not None
             redis.process.send_signal(signal.SIGSTOP)  # it answers nothing, as if cut off
-            time.sleep(7)
+            stopped = sum(len(site.hits[h]) for h in HOSTS)
+            time.sleep(20)
+            at_20_s = sum(len(site.hits[h]) for h in HOSTS)
             redis.process.send_signal(signal.SIGCONT)
+            back = time.monotonic()
             codes = workers.wait(120)
+            resumed = min(
+                (hit.at for h in HOSTS for hit in site.hits[h] if hit.at > back), default=None
+            )
             counts = Counter(
                 f"http://{h}:{site.ports[h]}{hit.path}"
                 for h in HOSTS
@@ -268,6 +276,12 @@ def test_redis_unreachable_mid_batch_workers_wait_say_so_and_go_on(tmp_path):
     assert all("_ftcmrk_" in table.get(u, ["markers"]).markers for u in urls)
     assert set(counts) == set(urls)
     assert max(counts.values()) == 1  # the leases outlived the outage: nothing came twice
+    assert at_20_s < len(urls) + len(HOSTS)  # the outage came mid-batch (robots.txt counted)
+    assert resumed is not None
+    print(
+        f"stopped at {stopped} requests, {at_20_s} after 20 s;"
+        f" first request {resumed - back:.2f} s after Redis came back"
+    )
     logs = workers.all_logs()
     assert f"Redis at 127.0.0.1:{redis.port} cannot be reached" in logs
     assert "answers again after" in logs
