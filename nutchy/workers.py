@@ -353,9 +353,7 @@ class WorkerFrontier:
         if result.error is not None:
             # The queues whose rows did not come are asked again with the next read: nothing
             # else would ask (they ran low once, before Redis went away).
-            self._needy.update(
-                q for q in result.refill if q in self._held and q not in result.rows
-            )
+            self._needy.update(q for q in result.refill if q in self._held and q not in result.rows)
             self._unreachable(result.error)
             self._wait(WAIT_MAX)
             return items
