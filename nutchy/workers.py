@@ -24,7 +24,11 @@ A worker
       half a second, since another worker may give a queue back sooner), without polling in
       between, and ends when the batch is done;
     - when Redis cannot be reached, goes on with the rows it holds, says so in one line, tries
-      again every half second, and says when Redis answers again.
+      again every half second, and says when Redis answers again;
+    - when Redis no longer knows the batch (restarted without its data), drops every lease it
+      held, says so in one line, and publishes the batch again from the table once the other
+      workers have found out too and written what they fetched (a third of the lease timeout,
+      plus the delay).
 
 The end of a batch, and rounds
     Every worker attends the batch it fetches until its own parse is written (the parse
