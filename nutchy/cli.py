@@ -685,6 +685,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s: %(message)s",
     )
+    # Off a terminal the progress of long jobs is a periodic INFO line (nutchy/progress.py).
+    logging.getLogger("nutchy.progress").setLevel(logging.INFO)
     try:
         code: int = args.run(args)
     except NutchError as exc:

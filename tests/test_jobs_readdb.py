@@ -1,5 +1,4 @@
-"""The readdb job on both stores: statistics, one row, dumps and the best-scored URLs; and the
-progress line it shows on terminals only."""
+"""The readdb job on both stores: statistics, one row, dumps and the best-scored URLs."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from nutchy.jobs.readdb import (
     table_stats,
     top_scored,
 )
-from nutchy.progress import Progress
 from nutchy.store.schema import RowUpdate
 from nutchy.store.table import WebTable
 
@@ -171,30 +169,3 @@ def test_parse_status_filter(text, code):
 def test_parse_status_filter_unknown():
     with pytest.raises(ReadDbError, match="unknown status 'done'"):
         parse_status_filter("done")
-
-
-class FakeTerminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_is_silent_off_a_terminal():
-    stream = io.StringIO()
-    with Progress("scan", stream=stream) as progress:
-        for _ in range(5000):
-            progress.advance()
-    assert progress.count == 5000
-    assert stream.getvalue() == ""
-
-
-def test_progress_draws_on_a_terminal():
-    stream = FakeTerminal()
-    ticks = iter(range(100))
-    with Progress("scan", stream=stream, total=4000, clock=lambda: float(next(ticks))) as bar:
-        for _ in range(4000):
-            bar.advance()
-    text = stream.getvalue()
-    assert text.startswith("\rscan: ")
-    assert "\rscan: 1,001 rows (25%), 500 rows/s" in text
-    assert "scan: 4,000 rows (100%)" in text
-    assert text.endswith("\n")
