@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
-from nutchy.exceptions import ConfigError, NutchError
+from nutchy.exceptions import ConfigError, NutchError, TableMissing
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["NUTCH_SCHEDULER", "check_components", "refuse_to_start"]
+    from nutchy._fetch import FetchJob
+
+__all__ = ["NUTCH_SCHEDULER", "check_components", "check_table", "refuse_to_start"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,31 @@ def check_components(settings: BaseSettings) -> str:
     _check_fetch_middleware(settings)
     _check_pipelines(settings)
     return describe_table(settings)
+
+
+def check_table(settings: BaseSettings, job: FetchJob) -> None:
+    """Refuse to start, before the engine opens, a crawl of a table that does not exist (unless
+    ``-a seeds`` injects into it first) or of a batch id no row of the table knows: the crawl
+    would fetch nothing and end with exit code 0. Scrapy cannot stop a crawl whose scheduler
+    fails to open without logging tracebacks of its own, so the add-on calls this once the
+    settings are final, before the crawl starts, as :func:`~nutchy.workers.check_redis` is
+    called: an open and an exists() call, and
+    for ``-a batch=ID`` a scan that stops at the first row of the batch (a whole table's scan,
+    filtered by the store, only when the batch is unknown)."""
+    from nutchy._fetch import ALL_BATCHES
+    from nutchy.jobs._batches import require_batch
+    from nutchy.store import open_table
+
+    if job.seeds is not None:
+        return  # injected into, and created if need be, when the crawl opens
+    with open_table(settings) as table:
+        if not table.exists():
+            raise TableMissing(
+                f"table {table.name!r} does not exist ({table.store!r}); inject and generate a"
+                " batch first"
+            )
+        if job.fixed and job.batch_id not in (None, ALL_BATCHES):
+            require_batch(table, job.batch_id)
 
 
 def _check_scheduler(settings: BaseSettings) -> None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from nutchy._checks import NUTCH_SCHEDULER, check_components, refuse_to_start
-from nutchy.exceptions import ConfigError
+from nutchy._checks import NUTCH_SCHEDULER, check_components, check_table, refuse_to_start
+from nutchy.exceptions import ConfigError, TableMissing
 
 if TYPE_CHECKING:
     from typing import Self
@@ -48,12 +48,14 @@ class NutchAddon:
     crawler exists): the checks of :func:`~nutchy._checks.check_components` are made for the
     ``nutch`` spider only."""
 
-    def __init__(self, spidercls: type | None = None) -> None:
+    def __init__(self, spidercls: type | None = None, spider: object = None) -> None:
         self.spidercls = spidercls
+        #: The crawler's spider, whose ``fetch_job`` says which table and batch to check.
+        self.spider = spider
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler.spidercls)
+        return cls(crawler.spidercls, getattr(crawler, "spider", None))
 
     @classmethod
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
@@ -86,7 +88,10 @@ class NutchAddon:
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:
                 table = check_components(settings)
-            except ConfigError as exc:
+                job = getattr(self.spider, "fetch_job", None)
+                if job is not None and settings.get("NUTCH_FRONTIER") != "redis":
+                    check_table(settings, job)
+            except (ConfigError, TableMissing) as exc:
                 refuse_to_start(exc)
             # Where the crawl reads and writes: the first thing to know of a job run elsewhere
             # (scrapyd), and what a relative NUTCH_CRAWL_DIR became.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import secrets
 import sys
 import time
@@ -16,10 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from nutchy import __version__
 from nutchy.config import load_settings
 from nutchy.core.generate import new_batch_id
 from nutchy.core.inject import InjectMode
-from nutchy.exceptions import NutchError
+from nutchy.core.status import Mark
+from nutchy.exceptions import NutchError, UnknownBatch
+from nutchy.jobs._batches import require_batch
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._regions import Tasks, key_text, table_splits
 from nutchy.jobs._settings import get_bool, get_float
@@ -71,6 +75,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="nutchy", description="The Nutch 2.x crawl cycle on a web table.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=f"nutchy {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     storage = commands.add_parser("storage", help="create, inspect or drop the web table")
@@ -83,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = storage_commands.add_parser(name, help=text, description=text)
         _common(sub)
+        sub.set_defaults(parser=sub)
         if name == "drop":
             sub.add_argument(
                 "--confirm",
@@ -239,6 +245,24 @@ def build_parser() -> argparse.ArgumentParser:
     _num_tasks(update, "read the pages of the batch: ")
     update.set_defaults(run=_updatedb)
 
+    fetch = _subcommand(
+        commands,
+        "fetch",
+        "fetch the URLs of a generated batch (scrapy crawl nutch -a batch=ID)",
+        "Fetch the URLs generate put in batch ID (or every generated URL with -all): the nutch"
+        " spider's crawl, as 'scrapy crawl nutch -a batch=ID' runs it, with the Scrapy project's"
+        " settings when run inside one, then -s NAME=VALUE and -crawlId. Exit code 0 when the"
+        " batch was fetched, 1 when the fetch could not start (an unknown batch, no table, a bad"
+        " setting), could not read or write the table, or was stopped by a signal.",
+    )
+    _batch_or_all(fetch)
+    fetch.add_argument(
+        "-resume",
+        action="store_true",
+        help="leave the URLs of the batch that were fetched already (-a resume=true)",
+    )
+    fetch.set_defaults(run=_fetch)
+
     crawl = _subcommand(
         commands,
         "crawl",
@@ -317,6 +341,7 @@ def _subcommand(
 ) -> argparse.ArgumentParser:
     sub = commands.add_parser(name, help=summary, description=description, allow_abbrev=False)
     _common(sub)
+    sub.set_defaults(parser=sub)  # which parser says that an argument is not one of its own
     return sub
 
 
@@ -610,6 +635,15 @@ def _parse(args: argparse.Namespace) -> int:
     timeout = get_float(settings, "NUTCH_PARSER_TIMEOUT")
     batch_id = None if args.all else args.batch_id
     with open_table(settings) as table:
+        if batch_id is not None:
+            marks = require_batch(table, batch_id)
+            if Mark.FETCH not in marks:
+                print(
+                    f"nutchy parse: batch {batch_id} has no fetched page to parse: "
+                    + _unfetched(batch_id, marks),
+                    file=sys.stderr,
+                )
+                return 0  # a known batch: nothing to do is not an error (safe to run again)
         counts = parse_batch(
             table,
             batch_id,
@@ -634,6 +668,7 @@ def _updatedb(args: argparse.Namespace) -> int:
     batch_id = None if args.all else args.batch_id
     config = update_config(settings, batch_id)
     with open_table(settings) as table:
+        marks = None if batch_id is None else require_batch(table, batch_id)
         counts = updatedb(
             table,
             batch_id,
@@ -641,6 +676,20 @@ def _updatedb(args: argparse.Namespace) -> int:
             config=config,
             tasks=Tasks.from_settings(settings, args.num_tasks),
         )
+    if marks is not None and Mark.FETCH not in marks:
+        # Only the generate marks of the batch were there to drop: its rows can be generated
+        # again; no page was fetched, so no status, score or outlink changed.
+        print(
+            f"nutchy updatedb: batch {batch_id} was never fetched: "
+            + (
+                f"dropped its generate mark from {counts.batch_pages} rows, which can be"
+                " generated again; no status, score or outlink changed"
+                if Mark.GENERATE in marks
+                else _unfetched(args.batch_id, marks)
+            ),
+            file=sys.stderr,
+        )
+        return 0
     print(
         f"nutchy updatedb: {counts.batch_pages} pages of the batch updated,"
         f" {counts.existing_targets} known and {counts.new_rows} new outlink targets"
@@ -648,6 +697,38 @@ def _updatedb(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _unfetched(batch_id: str, marks: frozenset[str]) -> str:
+    """What became of batch *batch_id*, whose rows hold *marks* but no fetch mark."""
+    if Mark.GENERATE in marks:
+        return f"it was generated and not fetched (run: nutchy fetch {batch_id})"
+    return "it was updated already (updatedb drops the fetch marks), nothing is left to do"
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from scrapy.crawler import CrawlerProcess
+
+    from nutchy._fetch import ALL_BATCHES
+    from nutchy.spiders import NutchSpider
+
+    settings = _settings(args)
+    settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
+    if args.verbose:
+        settings.set("LOG_LEVEL", "DEBUG", "cmdline")
+    arguments = {"batch": ALL_BATCHES if args.all else args.batch_id}
+    if args.resume:
+        arguments["resume"] = "true"
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(NutchSpider)
+    process.crawl(crawler, **arguments)
+    process.start()
+    if process.bootstrap_failed:  # the reason is logged, in one line
+        return 1
+    stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+    if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
+        return 1
+    return 1 if stats.get("finish_reason") == "shutdown" else 0
 
 
 def _crawl(args: argparse.Namespace) -> int:
@@ -678,17 +759,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``nutchy`` command; return its exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the subcommand's parser, with its usage
+            args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, or a usage error argparse has printed
         return exc.code if isinstance(exc.code, int) else 2
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
-    )
-    # Off a terminal the progress of long jobs is a periodic INFO line (nutchy/progress.py).
-    logging.getLogger("nutchy.progress").setLevel(logging.INFO)
+    if args.command != "fetch":  # Scrapy sets up the fetch's logging
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.WARNING,
+            format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        )
+        # Off a terminal the progress of long jobs is a periodic INFO line (nutchy/progress.py).
+        logging.getLogger("nutchy.progress").setLevel(logging.INFO)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe is found here rather than at exit
+    except BrokenPipeError:
+        # The reader went away (nutchy readdb -topN 5000 | head -1): stop quietly, as a tool
+        # that SIGPIPE ends, and leave Python nothing to flush to the closed pipe at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # 141, as a shell reports a process ended by SIGPIPE
+    except UnknownBatch as exc:
+        print(f"nutchy {args.command}: {exc}", file=sys.stderr)
+        return 1
     except NutchError as exc:
         print(f"nutchy {args.command}: {exc}", file=sys.stderr)
         return 2

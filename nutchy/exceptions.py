@@ -68,3 +68,9 @@ class FrontierUnavailable(FrontierError):
 class LeaseLost(FrontierError):
     """A worker used a queue lease it no longer holds: it expired and another worker reclaimed
     it, or the batch's keys are gone. The queue's rows not acknowledged go to its next holder."""
+
+
+class UnknownBatch(ConfigError):
+    """A batch id that no row of the web table holds a mark of (generate, fetch, parse or
+    updatedb): a typing error, or a batch of another table. The message names the batch and the
+    table."""

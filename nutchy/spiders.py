@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-__all__ = ["SPIDER_DEFAULTS", "UNUSED_MIDDLEWARES", "NutchSpider"]
+__all__ = ["SPIDER_ARGUMENTS", "SPIDER_DEFAULTS", "UNUSED_MIDDLEWARES", "NutchSpider"]
 
 #: Scrapy settings the ``nutch`` spider changes, unless the project or the command line sets them.
 SPIDER_DEFAULTS: dict[str, object] = {
@@ -111,6 +111,7 @@ class NutchSpider(Spider):
         seeds: str | None = None,
         **kwargs: Any,
     ) -> None:
+        _check_arguments(type(self), kwargs)
         super().__init__(**kwargs)
         #: What this crawl fetches, read by the scheduler.
         self.fetch_job = FetchJob.from_args(
@@ -194,6 +195,36 @@ class NutchSpider(Spider):
             http_status=outcome.http_code,
             fetch_time=response.meta.get(META_FETCH_TIME, 0),
         )
+
+
+#: The spider's own arguments (``-a NAME=VALUE``).
+SPIDER_ARGUMENTS = (
+    "batch",
+    "resume",
+    "partition",
+    "timelimit",
+    "rounds",
+    "topN",
+    "adddays",
+    "seeds",
+)
+
+
+def _check_arguments(spidercls: type[Spider], kwargs: dict[str, Any]) -> None:
+    """Refuse a ``-a NAME=VALUE`` the spider does not know (``-a topn=3`` would otherwise be
+    ignored), naming the ones it knows. Scrapy sets any argument as an attribute of the spider;
+    the names a subclass declares as attributes, and the ones beginning with ``_`` (scrapyd's
+    ``_job``), are let through."""
+    unknown = [name for name in kwargs if not name.startswith("_") and not hasattr(spidercls, name)]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = [known for known in SPIDER_ARGUMENTS if known.lower() == name.lower()]
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise ConfigError(
+        f"unknown spider argument -a {name}={kwargs[name]}{hint}; the {spidercls.name} spider"
+        f" takes -a {', -a '.join(SPIDER_ARGUMENTS)}"
+    )
 
 
 def _addon_enabled(settings: BaseSettings) -> bool:

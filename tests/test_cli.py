@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nutchy.cli import main
+from nutchy.cli import build_parser, main
 
 SEEDS = textwrap.dedent(
     """\
@@ -208,3 +208,124 @@ def test_scrapy_inject_in_a_project(tmp_path):
     )
     assert missing.returncode == 1
     assert "does not exist" in missing.stderr
+
+
+def test_unknown_batch_is_an_error_for_parse_and_updatedb(crawl, capsys):
+    nutchy(crawl, "inject", str(crawl / "seeds"))
+    capsys.readouterr()
+    for verb in ("parse", "updatedb"):
+        assert nutchy(crawl, verb, "999-999") == 1
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"nutchy {verb}: no batch '999-999' in table webpage (")
+        assert str(crawl / "crawl" / "webpage.sqlite") in line
+
+
+def test_a_batch_never_fetched_says_what_parse_and_updatedb_did(crawl, capsys):
+    nutchy(crawl, "inject", str(crawl / "seeds"))
+    assert nutchy(crawl, "generate", "-batchId", "b1") == 0
+    capsys.readouterr()
+    assert nutchy(crawl, "parse", "b1") == 0
+    assert capsys.readouterr().err == (
+        "nutchy parse: batch b1 has no fetched page to parse: it was generated and not fetched"
+        " (run: nutchy fetch b1)\n"
+    )
+    assert nutchy(crawl, "updatedb", "b1") == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "nutchy updatedb: batch b1 was never fetched: dropped its generate mark from 3 rows,"
+        " which can be generated again; no status, score or outlink changed\n"
+    )
+    # So they can: generate selects the same 3 URLs again.
+    assert nutchy(crawl, "generate", "-batchId", "b2") == 0
+    assert "batch b2: 3 URLs selected" in capsys.readouterr().err
+    # b1 is gone from the table now: no row holds a mark of it.
+    assert nutchy(crawl, "updatedb", "b1") == 1
+    assert "no batch 'b1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "usage", "unknown"),
+    [
+        (["generate", "-topn", "10"], "usage: nutchy generate ", "-topn 10"),
+        (["readdb", "-stats", "-x"], "usage: nutchy readdb ", "-x"),
+        (["storage", "info", "--nope"], "usage: nutchy storage info ", "--nope"),
+    ],
+)
+def test_an_unknown_option_is_said_by_its_subcommand(capsys, args, usage, unknown):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage)  # not the top-level usage
+    assert f"error: unrecognized arguments: {unknown}\n" in err
+
+
+def test_version(capsys):
+    from nutchy import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--version"])
+    assert exited.value.code == 0
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"nutchy {__version__}\nnutchy {__version__}\n"
+
+
+def test_readdb_into_a_pipe_closed_early_ends_quietly(crawl):
+    (crawl / "many.txt").write_text(
+        "".join(f"http://h{i}.example.com/page/{i}\n" for i in range(4000)), encoding="utf-8"
+    )
+    command = [sys.executable, "-m", "nutchy.cli"]
+    where = ["-s", f"NUTCH_CRAWL_DIR={crawl / 'crawl'}"]
+    inject = [*command, "inject", str(crawl / "many.txt"), *where]
+    subprocess.run(inject, check=True, capture_output=True, timeout=60)
+    # nutchy readdb -topN 5000 | head -1: the reader closes the pipe after one line.
+    with subprocess.Popen(
+        [*command, "readdb", "-topN", "5000", *where],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as reader:
+        assert reader.stdout is not None and reader.stderr is not None
+        first = reader.stdout.readline()
+        reader.stdout.close()
+        err = reader.stderr.read().decode()
+        assert reader.wait(timeout=60) == 141  # as a tool that SIGPIPE ends
+    assert first.startswith(b"1\thttp://h")
+    assert err == ""
+
+
+@pytest.mark.slow
+def test_fetch_runs_the_nutch_spider_on_a_batch(crawl):
+    from sites import Site
+
+    command = [sys.executable, "-m", "nutchy.cli"]
+    where = ["-s", f"NUTCH_CRAWL_DIR={crawl / 'crawl'}"]
+    quiet = ["-s", "LOG_LEVEL=WARNING", "-s", "NUTCH_FETCHER_SERVER_DELAY=0"]
+    with Site(("127.0.0.2",)) as site:
+        url = site.url("127.0.0.2", "/page/1")
+        (crawl / "one.txt").write_text(f"{url}\n", encoding="utf-8")
+        assert nutchy(crawl, "inject", str(crawl / "one.txt")) == 0
+        assert nutchy(crawl, "generate", "-batchId", "b1") == 0
+
+        unknown = subprocess.run(
+            [*command, "fetch", "NOSUCH", *where, *quiet],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert unknown.returncode == 1
+        (line,) = unknown.stderr.splitlines()
+        assert "ERROR: The nutch spider cannot start: no batch 'NOSUCH' in table webpage" in line
+
+        fetched = subprocess.run(
+            [*command, "fetch", "b1", *where, *quiet],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert fetched.returncode == 0, fetched.stderr
+        assert "Traceback" not in fetched.stderr
+        assert [hit.path for hit in site.hits["127.0.0.2"]] == ["/robots.txt", "/page/1"]
+    dumped = subprocess.run(
+        [*command, "readdb", "-url", url, *where], check=True, capture_output=True, text=True
+    )
+    assert "status:\t2 (status_fetched)" in dumped.stdout

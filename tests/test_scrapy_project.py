@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,32 @@ def test_a_project_with_scrapy_redis_scheduler_is_refused_at_start_in_one_line(n
     assert "needs nutchy.scheduler.NutchScheduler" in line
     assert 'NUTCH_FRONTIER = "redis"' in line
     assert not (new_project / "crawl").exists()  # no table was opened
+
+
+@pytest.mark.slow
+def test_bad_spider_arguments_are_one_line_and_exit_code_1(new_project):
+    def refused(*args: str) -> str:
+        crawl = scrapy("crawl", "nutch", *args, "-s", "LOG_LEVEL=WARNING", cwd=new_project)
+        assert crawl.returncode == 1, crawl.stderr
+        (line,) = crawl.stderr.strip().splitlines()
+        assert "ERROR: The nutch spider cannot start: " in line
+        return line
+
+    # Before any inject: no table, and none made.
+    assert "table 'webpage' does not exist" in refused()
+    assert not (new_project / "crawl").exists()
+    (new_project / "seeds.txt").write_text("http://127.0.0.2:9/\n", encoding="utf-8")
+    inject = [sys.executable, "-m", "nutchy.cli", "inject", "seeds.txt"]
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
+    subprocess.run(inject, cwd=new_project, env=env, check=True, capture_output=True, timeout=60)
+    try:
+        line = refused("-a", "topn=3")
+        assert "unknown spider argument -a topn=3 (did you mean topN?)" in line
+        assert "takes -a batch, -a resume, -a partition, -a timelimit, -a rounds, -a topN" in line
+        assert "topN must be a whole number, got 'abc'" in refused("-a", "topN=abc")
+        assert "no batch 'NOSUCH' in table webpage" in refused("-a", "batch=NOSUCH")
+    finally:
+        shutil.rmtree(new_project / "crawl")
 
 
 def test_the_nutch_spider_without_the_add_on_is_refused(tmp_path):
