@@ -675,6 +675,7 @@ def _updatedb(args: argparse.Namespace) -> int:
             now=_now(),
             config=config,
             tasks=Tasks.from_settings(settings, args.num_tasks),
+            progress=Progress,
         )
     if marks is not None and Mark.FETCH not in marks:
         # Only the generate marks of the batch were there to drop: its rows can be generated

@@ -3,9 +3,11 @@ that change nothing, and two crawls updating the same rows."""
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -19,6 +21,7 @@ from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.updatedb import read_ahead, updatedb
+from nutchy.progress import Progress
 from nutchy.store.table import WebTable
 
 NOW = 1_700_000_000_000
@@ -123,6 +126,27 @@ def test_parse_then_updatedb_the_worked_example(table):
         assert (row.score, read_cash(row.metadata)) == (0.25, 0.25)
         assert row.inlinks == {"http://a.example.com/": anchor}
         assert row.markers["dist"] == "1"
+
+
+def test_updatedb_logs_its_progress_reading_then_writing(table, caplog):
+    caplog.set_level(logging.INFO, logger="nutchy.progress")
+    fetched(table, "http://a.example.com/", PAGE)
+    fetched(table, "http://x.example.com/", PAGE)
+    run_parse(table)
+    # off a terminal, with no time between log lines: a line at the first row and a last one
+    progress = partial(Progress, enabled=False, log_interval=0)
+    counts = updatedb(
+        table, BATCH, now=NOW + 1000, config=UpdateConfig(schedule=DefaultFetchSchedule()),
+        progress=progress,
+    )
+    assert (counts.batch_pages, counts.new_rows) == (2, 6)  # b, c of each; d and e shared
+    lines = [re.sub(r", [\d,]+ (pages|rows)/s$", ", R", m) for m in caplog.messages]
+    assert lines == [
+        "updatedb: batch pages read: 1 pages, R",
+        "updatedb: batch pages read: 2 pages, R",
+        "updatedb: rows written: 1 rows (12%), R",
+        "updatedb: rows written: 8 rows (100%), R",
+    ]
 
 
 def test_rerun_changes_nothing(table):

@@ -24,7 +24,7 @@ the outlinks, cash and distance read then, and only the others are read again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -48,6 +48,7 @@ from nutchy.store.schema import RowUpdate, build_update
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+    from nutchy.progress import Progress
     from nutchy.store.table import WebTable
 
 logger = logging.getLogger(__name__)
@@ -265,6 +266,7 @@ def updatedb(
     config: UpdateConfig,
     ahead: ReadAhead | None = None,
     tasks: Tasks | None = None,
+    progress: Callable[..., Progress] | None = None,
 ) -> UpdateCounts:
     """Update the table with the batch *batch_id* (every generated row for ``None``) at *now*.
 
@@ -273,7 +275,8 @@ def updatedb(
     :func:`read_ahead` for this batch, saves reading again the pages the fetch answered with 304
     (it is used up: its shares are emptied). Without it, *tasks* reads the pages of the batch and
     their shares range by range in ``tasks.count`` processes (*config* must pickle); the rows
-    are then written from here.
+    are then written from here. *progress*, given, makes a :class:`~nutchy.progress.Progress`
+    from a label and keywords: one counts the pages of the batch read, then one the rows written.
     """
     if config.batch_id != batch_id:
         config = UpdateConfig(
@@ -291,17 +294,24 @@ def updatedb(
     # it does not keep.
     received = contributions.get
     invalid = 0
-    for source, (inlinks, gave) in _shares(table, batch_id, config, ahead, counts, tasks):
-        given[source] = gave
-        for key, inlink in inlinks:
-            if key is None:
-                invalid += 1
-                continue
-            found = received(key)
-            if found is None:
-                contributions[key] = [inlink]
-            else:
-                found.append(inlink)
+    reading = None if progress is None else progress("updatedb: batch pages read", unit="pages")
+    try:
+        for source, (inlinks, gave) in _shares(table, batch_id, config, ahead, counts, tasks):
+            given[source] = gave
+            for key, inlink in inlinks:
+                if key is None:
+                    invalid += 1
+                    continue
+                found = received(key)
+                if found is None:
+                    contributions[key] = [inlink]
+                else:
+                    found.append(inlink)
+            if reading is not None:
+                reading.advance()
+    finally:
+        if reading is not None:
+            reading.close()
     counts.invalid_targets = invalid
     del received
     targets = sorted(k for k in contributions if k not in given)
@@ -309,13 +319,21 @@ def updatedb(
     # What happened to each row, from the last call of its change (modify may call it twice).
     outcome: dict[str, tuple[str, bool]] = {}
 
+    writing = None
+    if progress is not None:
+        writing = progress("updatedb: rows written", total=len(targets) + len(given))
+
     def change_target(key: str, page: WebPage | None) -> RowUpdate | None:
+        if writing is not None and key not in outcome:
+            writing.advance()
         update, again = _change(page, key, contributions[key], now=now, config=config)
         kind = "existing" if page is not None else "new" if update is not None else "not_added"
         outcome[key] = (kind, again)
         return update
 
     def change_batch_page(key: str, page: WebPage | None) -> RowUpdate | None:
+        if writing is not None and key not in outcome:
+            writing.advance()
         if page is None or not in_batch(page, batch_id):
             outcome.pop(key, None)
             return None  # deleted, or updated by another run meanwhile
@@ -325,8 +343,12 @@ def updatedb(
         outcome[key] = ("batch", again)
         return update
 
-    table.modify(targets, TARGET_FIELDS, change_target)
-    table.modify(list(given), BATCH_UPDATE_FIELDS, change_batch_page)
+    try:
+        table.modify(targets, TARGET_FIELDS, change_target)
+        table.modify(list(given), BATCH_UPDATE_FIELDS, change_batch_page)
+    finally:
+        if writing is not None:
+            writing.close()
     for kind, again in outcome.values():
         if kind == "existing":
             counts.existing_targets += 1
