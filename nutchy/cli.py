@@ -634,7 +634,7 @@ def _parse(args: argparse.Namespace) -> int:
     skip_truncated = get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED")
     timeout = get_float(settings, "NUTCH_PARSER_TIMEOUT")
     batch_id = None if args.all else args.batch_id
-    with open_table(settings) as table:
+    with open_table(settings) as table, Progress("parse: rows read") as bar:
         if batch_id is not None:
             marks = require_batch(table, batch_id)
             if Mark.FETCH not in marks:
@@ -653,6 +653,7 @@ def _parse(args: argparse.Namespace) -> int:
             timeout=timeout,
             resume=args.resume,
             tasks=Tasks.from_settings(settings, args.num_tasks, args.key_range),
+            progress=bar,
         )
     print(
         f"nutchy parse: {counts.parsed} parsed, {counts.redirects} redirects,"

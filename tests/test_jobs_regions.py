@@ -8,6 +8,7 @@ space by sampling. Work functions run in worker processes, which import them fro
 
 from __future__ import annotations
 
+import io
 import itertools
 import logging
 import os
@@ -32,6 +33,7 @@ from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.readdb import dump, table_stats, top_scored
 from nutchy.jobs.updatedb import updatedb
+from nutchy.progress import Progress
 from nutchy.store import open_table
 
 NOW = 1_700_000_000_000
@@ -202,10 +204,15 @@ def test_parse_with_tasks_writes_what_one_task_writes(open_new, request, tmp_pat
     fill(one, request)
     fill(several, request)
     options = {"config": parse_config(settings), "signature": MD5Signature()}
-    counts_one = parse_batch(one, None, **options)
-    counts_k = parse_batch(several, None, **options, tasks=Tasks.from_settings(settings, 3))
+    progress_one, progress_k = (Progress("parse", stream=io.StringIO()) for _ in range(2))
+    counts_one = parse_batch(one, None, **options, progress=progress_one)
+    counts_k = parse_batch(
+        several, None, **options, tasks=Tasks.from_settings(settings, 3), progress=progress_k
+    )
     assert counts_k == counts_one
     assert counts_one.parsed == 14
+    # every row read is counted once, here or when its range's task is done
+    assert progress_k.count == progress_one.count == counts_one.rows > 14
     path_one, _ = dump(one, tmp_path / "one", text=True)
     path_k, _ = dump(several, tmp_path / "k", text=True)
     assert path_k.read_text() == path_one.read_text()

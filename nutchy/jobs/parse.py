@@ -33,6 +33,7 @@ from nutchy.store.schema import build_update
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+    from nutchy.progress import Progress
     from nutchy.store.table import TableWriter, WebTable
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,11 @@ class ParseCounts:
     def written(self) -> int:
         return self.parsed + self.redirects + self.failed + self.not_parsed
 
+    @property
+    def rows(self) -> int:
+        """How many rows were read to choose from: every row counted once."""
+        return sum(getattr(self, f.name) for f in fields(self))
+
     def merge(self, other: ParseCounts) -> None:
         """Add the counts of *other* (another key range of the table)."""
         for name in (f.name for f in fields(self)):
@@ -71,6 +77,7 @@ def parse_batch(
     resume: bool = False,
     clock: Callable[[], float] = time.monotonic,
     tasks: Tasks | None = None,
+    progress: Progress | None = None,
 ) -> ParseCounts:
     """Parse the fetched rows of *batch_id* (every fetched row for ``None``) and write the result.
 
@@ -78,7 +85,8 @@ def parse_batch(
     content was truncated are left alone; with *resume*, so are rows already parsed in this
     batch. *timeout* (s, < 0 for none) bounds the parse of one page, timed with *clock*. With
     *tasks*, the table is parsed range by range in ``tasks.count`` processes (*config*,
-    *signature* and *clock* are sent to them, so they must pickle).
+    *signature* and *clock* are sent to them, so they must pickle). *progress* counts the rows
+    read (those of a range of another process when the range is done).
     """
     work = partial(
         _parse_range,
@@ -90,7 +98,13 @@ def parse_batch(
         resume=resume,
         clock=clock,
     )
-    parts = run(table, tasks or Tasks(), work)
+    parts = run(
+        table,
+        tasks or Tasks(),
+        work,
+        local=partial(work, progress=progress),
+        on_result=None if progress is None else lambda part: progress.advance(part.rows),
+    )
     counts = parts[0]
     for part in parts[1:]:
         counts.merge(part)
@@ -110,6 +124,7 @@ def _parse_range(
     timeout: float,
     resume: bool,
     clock: Callable[[], float],
+    progress: Progress | None = None,
 ) -> ParseCounts:
     """:func:`parse_batch` of the rows from *start* to *stop*."""
     counts = ParseCounts()
@@ -122,6 +137,8 @@ def _parse_range(
         for page in table.scan(
             _CHOOSE_FIELDS, start=start, stop=stop, marker=marker, skip_errors=True
         ):
+            if progress is not None:
+                progress.advance()
             fetch_mark = page.markers.get(Mark.FETCH)
             if fetch_mark is None or page.status != CrawlStatus.FETCHED:
                 counts.not_fetched += 1
