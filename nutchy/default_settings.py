@@ -90,6 +90,10 @@ NUTCH_DB_UPDATE_MAX_INLINKS = 10000
 # (nutchy only) Seconds between two writes of fetch outcomes at most, however few are waiting.
 NUTCH_FETCHER_FLUSH_INTERVAL = 2.0
 
+# (nutchy only) Seconds between two progress lines of the fetch in its log, when its standard error
+# is not a terminal (on a terminal it draws a bar).
+NUTCH_FETCHER_PROGRESS_LOG_INTERVAL = 10.0
+
 # (nutchy only) Fetch outcomes buffered before they are written in one batch. A fetch killed at
 # any moment loses at most twice this many outcomes, plus the fetches in flight.
 NUTCH_FETCHER_FLUSH_SIZE = 100

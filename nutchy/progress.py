@@ -48,7 +48,8 @@ class Progress:
     positions, in counted units. *enabled* chooses the terminal bar (true) or the log lines
     (false); by default the bar is shown when *stream* is a terminal. *interval* is the least time
     between two redraws of the bar and *log_interval* between two log lines, in seconds; *clock* is
-    the time source of the log lines (for tests).
+    the time source of the log lines (for tests). The clock is read every *check_every* units
+    only, so counting stays cheap; slow work (one page fetched at a time) gives 1.
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class Progress:
         interval: float = 0.25,
         log_interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        check_every: int = _CHECK_EVERY,
     ) -> None:
         self.label = label
         self.unit = unit
@@ -74,6 +76,7 @@ class Progress:
         self.interval = interval
         self.log_interval = log_interval
         self.clock = clock
+        self.check_every = max(1, check_every)
         self.count = 0
         #: How far the work is, for the percentage; the count unless positions are given.
         self.position: int | None = None
@@ -105,7 +108,7 @@ class Progress:
         if position is not None:
             self.position = position
         if self.count >= self._check_at:
-            self._check_at = self.count + _CHECK_EVERY
+            self._check_at = self.count + self.check_every
             self._show()
 
     def close(self) -> None:

@@ -84,6 +84,7 @@ from nutchy.jobs import _settings
 from nutchy.jobs.generate import GenerateOptions
 from nutchy.jobs.inject import InjectOptions
 from nutchy.outcomes import OutcomeWriter
+from nutchy.progress import Progress
 from nutchy.rounds import RoundDriver
 from nutchy.store import open_table
 from nutchy.store.schema import RowUpdate, build_update
@@ -234,12 +235,14 @@ class NutchScheduler:
         fallback: BaseScheduler | None = None,
         close_spider: Callable[[str], object] | None = None,
         seeds: Callable[[WebTable], object] | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.job = job
         self.settings = settings
         self.stats = stats
         self._open_table = table
         self._seeds = seeds
+        self._progress = progress
         self._slots = downloader
         self._crawl = crawl
         self._fallback = fallback
@@ -367,6 +370,12 @@ class NutchScheduler:
             seeds=None
             if job.seeds is None
             else partial(job.seeds.inject, options=InjectOptions.from_settings(settings)),
+            progress=Progress(
+                "fetch",
+                unit="URLs",
+                log_interval=_settings.get_float(settings, "NUTCH_FETCHER_PROGRESS_LOG_INTERVAL"),
+                check_every=1,
+            ),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
@@ -791,6 +800,8 @@ class NutchScheduler:
     def _record(self, entry: FetchEntry, outcome: FetchOutcome, update: RowUpdate) -> None:
         summary = self._summary
         summary.outcomes += 1
+        if self._progress is not None:
+            self._progress.advance()
         name = outcome.status.name
         summary.statuses[name] = summary.statuses.get(name, 0) + 1
         stats = self.stats
@@ -956,6 +967,8 @@ class NutchScheduler:
 
     async def _close(self, reason: str) -> None:
         self._closing = True
+        if self._progress is not None:
+            self._progress.close()
         if self._writer is not None:
             self._writer.stop()
         if self._deadline_call is not None:

@@ -244,3 +244,28 @@ def test_no_cookie_is_sent_back(store, tmp_path, site):
     assert result.returncode == 0, result.log[-3000:]
     hits = {h.path: h.headers for h in site.hits[H4]}
     assert hits["/page/again"]["Cookie"] == "session=1"
+
+
+def test_the_fetch_logs_its_progress_off_a_terminal(store, tmp_path, site):
+    # stderr is a pipe here: no bar, a log line per interval (none at all with the default 10 s
+    # on a batch this short), then a last one at the close.
+    urls = [site.url(H2, f"/page/{n}") for n in range(3)]
+    prepare_batch(store, urls)
+    result = FetchProject(tmp_path, store, NUTCH_FETCHER_PROGRESS_LOG_INTERVAL=0.0).crawl()
+    assert result.returncode == 0, result.log[-3000:]
+    lines = [line for line in result.log.splitlines() if "[nutchy.progress] INFO: fetch: " in line]
+    assert [line.split("INFO: ")[1].split(",")[0] for line in lines] == [
+        "fetch: 1 URLs",
+        "fetch: 2 URLs",
+        "fetch: 3 URLs",
+        "fetch: 3 URLs",
+    ], lines
+    assert "\r" not in result.log  # no tqdm bar
+
+    # The batch again, as the children of nutchy crawl log: nothing of the progress.
+    (tmp_path / "quiet").mkdir()
+    quiet = FetchProject(
+        tmp_path / "quiet", store, LOG_LEVEL="WARNING", NUTCH_FETCHER_PROGRESS_LOG_INTERVAL=0.0
+    ).crawl()
+    assert quiet.returncode == 0, quiet.log[-3000:]
+    assert "fetch: " not in quiet.log
