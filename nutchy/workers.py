@@ -42,6 +42,7 @@ The end of a batch, and rounds
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import secrets
@@ -58,7 +59,7 @@ from nutchy.redis_frontier import entry_item, open_redis_frontier
 from nutchy.rounds import RoundDriver
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
@@ -752,13 +753,10 @@ class WorkerRounds(RoundDriver):
         while True:
             if await run_in_thread(redis.batch_marked, batch_id, "updated"):
                 return "finished"
-            lock = await run_in_thread(redis.try_lead, self._lock_timeout)
-            if lock is None:
-                await sleep(WAIT_MAX)
-                continue
-            renewal = create_looping_call(self._renew_lead, lock)
-            renewal.start(self._lock_timeout / 3, now=False)
-            try:
+            async with self._lead() as lock:
+                if lock is None:
+                    await sleep(WAIT_MAX)
+                    continue
                 if await run_in_thread(redis.batch_marked, batch_id, "updated"):
                     return "finished"
                 while await run_in_thread(redis.attending, batch_id):
@@ -767,9 +765,22 @@ class WorkerRounds(RoundDriver):
                 if reason == "finished":
                     await run_in_thread(redis.mark_batch, lock, batch_id, "updated")
                 return reason
-            finally:
-                renewal.stop()
-                await run_in_thread(redis.release_lead, lock)
+
+    @contextlib.asynccontextmanager
+    async def _lead(self) -> AsyncIterator[Any]:
+        """The crawl's round lock, renewed every third of its timeout while held and released
+        at the end; ``None`` when another worker holds it."""
+        lock = await run_in_thread(self.redis.try_lead, self._lock_timeout)
+        if lock is None:
+            yield None
+            return
+        renewal = create_looping_call(self._renew_lead, lock)
+        renewal.start(self._lock_timeout / 3, now=False)
+        try:
+            yield lock
+        finally:
+            renewal.stop()
+            await run_in_thread(self.redis.release_lead, lock)
 
     def _renew_lead(self, lock: Any) -> None:
         _spawn(run_in_thread(self.redis.renew_lead, lock, self._lock_timeout))
@@ -783,13 +794,10 @@ class WorkerRounds(RoundDriver):
             settled, found = self._found(job, current, ended)
             if settled:
                 return found
-            lock = await run_in_thread(redis.try_lead, self._lock_timeout)
-            if lock is None:
-                await sleep(WAIT_MAX)
-                continue
-            renewal = create_looping_call(self._renew_lead, lock)
-            renewal.start(self._lock_timeout / 3, now=False)
-            try:
+            async with self._lead() as lock:
+                if lock is None:
+                    await sleep(WAIT_MAX)
+                    continue
                 current = await run_in_thread(redis.current_batch)
                 settled, found = self._found(job, current, ended)
                 if settled:
@@ -824,9 +832,6 @@ class WorkerRounds(RoundDriver):
                 ):
                     continue  # the lock was lost: another worker leads now
                 return None if batch is None else dataclasses.replace(job, batch_id=batch)
-            finally:
-                renewal.stop()
-                await run_in_thread(redis.release_lead, lock)
 
     def _found(
         self, job: FetchJob, current: CurrentBatch | None, ended: str | None
