@@ -6,6 +6,10 @@ A setting is ``NUTCH_`` plus the Nutch property name, upper-cased, with dots as 
 Alphabetical order.
 """
 
+# Whether the index's anchor field keeps an anchor text once, whatever its case (Nutch's
+# anchorIndexingFilter.deduplicate).
+NUTCH_ANCHORINDEXINGFILTER_DEDUPLICATE = False
+
 # (nutchy only) Directory of the crawl's local files: the embedded store's file lives here.
 NUTCH_CRAWL_DIR = "crawl"
 
@@ -111,6 +115,10 @@ NUTCH_FETCHER_MIN_CRAWL_DELAY = -1.0
 
 # Whether pages are parsed during the fetch, by the parse item pipeline (Nutch: False).
 NUTCH_FETCHER_PARSE = True
+
+# (nutchy only) Whether a crawl indexes each batch it updated, by the index item pipeline, into
+# NUTCH_INDEX_WRITERS (see docs/index.md). Without it, run nutchy index ID after updatedb.
+NUTCH_FETCHER_INDEX = False
 
 # (nutchy only) Whether a crawl runs updatedb on each batch it fetched whole, by the updatedb
 # item pipeline (see docs/updatedb.md). Without it, run nutchy updatedb ID after the fetch.
@@ -245,6 +253,44 @@ NUTCH_HTTP_STORE_RESPONSETIME = True
 
 # Timeout (ms) of one request.
 NUTCH_HTTP_TIMEOUT = 10000
+
+# Row metadata (mtdt) keys that become index fields of the same name (Nutch's index.metadata).
+NUTCH_INDEX_METADATA: list[str] = []
+
+# The index writers, as class path -> order (None turns one off); every document goes to each
+# (docs/index.md). The default is the embedded full-text index (the extra nutchy[index]).
+NUTCH_INDEX_WRITERS = {"nutchy.index.embedded.EmbeddedIndexWriter": 100}
+
+# (nutchy only) The CSV index writer's file, under NUTCH_CRAWL_DIR when relative.
+NUTCH_INDEXER_CSV_PATH = "index.csv"
+
+# Whether pages with a noindex robots meta tag (or X-Robots-Tag) are kept out of the index and
+# deleted from it (Nutch: False, which indexes them with an empty title and text).
+NUTCH_INDEXER_DELETE_ROBOTS_NOINDEX = True
+
+# (nutchy only) The embedded index's folder, under NUTCH_CRAWL_DIR when relative.
+NUTCH_INDEXER_EMBEDDED_PATH = "index"
+
+# (nutchy only) The JSON lines index writer's file, under NUTCH_CRAWL_DIR when relative.
+NUTCH_INDEXER_JSONL_PATH = "index.jsonl"
+
+# Characters of a page's text indexed at most (-1: all; Nutch: -1). A longer text is cut.
+NUTCH_INDEXER_MAX_CONTENT_LENGTH = 100000
+
+# Characters of a page's title indexed at most (-1: all).
+NUTCH_INDEXER_MAX_TITLE_LENGTH = 100
+
+# A document's boost is the page's score to this power (Nutch's indexerScore).
+NUTCH_INDEXER_SCORE_POWER = 0.5
+
+# The indexing filters, as class path -> order (None turns one off): each builds part of a
+# page's document, or keeps the page out of the index (docs/index.md).
+NUTCH_INDEXING_FILTERS = {
+    "nutchy.index.filters.RobotsMetaIndexingFilter": 100,
+    "nutchy.index.filters.BasicIndexingFilter": 200,
+    "nutchy.index.filters.AnchorIndexingFilter": 300,
+    "nutchy.index.filters.MetadataIndexingFilter": 400,
+}
 
 # (nutchy only) Whether the items of parsed pages (nutchy.items) carry the page's content: text,
 # or Base64 for a content type that is not text.

@@ -74,3 +74,19 @@ class UnknownBatch(ConfigError):
     """A batch id that no row of the web table holds a mark of (generate, fetch, parse or
     updatedb): a typing error, or a batch of another table. The message names the batch and the
     table."""
+
+
+class IndexWriterError(NutchError):
+    """An index writer (:mod:`nutchy.index.writers`) failed to open, write, delete or commit:
+    a file that cannot be written, a server that refused the documents. The message names the
+    writer and where it writes."""
+
+
+class IndexUnavailable(IndexWriterError):
+    """The index cannot be opened: its folder is missing (nothing indexed yet, or deleted) or
+    does not read as an index (corrupted). The message says how to build it again
+    (``nutchy index -all -rebuild``)."""
+
+
+class QuerySyntaxError(NutchError, ValueError):
+    """A search query that does not parse. The message names the query and the reason."""
