@@ -8,6 +8,7 @@ summary and returns an exit code. None of them starts the Twisted reactor.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import secrets
@@ -29,8 +30,10 @@ from nutchy.jobs._regions import Tasks, key_text, table_splits
 from nutchy.jobs._settings import get_bool, get_float
 from nutchy.jobs.crawl import crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
+from nutchy.jobs.history import history_path, read_history
 from nutchy.jobs.inject import InjectOptions, SeedPathError, inject, seed_files
 from nutchy.jobs.parse import parse_batch
+from nutchy.jobs.plot import plot_crawl, table_values
 from nutchy.jobs.readdb import (
     DUMP_FORMATS,
     dump,
@@ -216,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-content", action="store_true", help="with -dump: add the raw content (base64)"
     )
     readdb.add_argument("-text", action="store_true", help="with -dump: add the parsed text")
+    readdb.add_argument(
+        "-json", action="store_true", help="with -stats: print the statistics as one JSON object"
+    )
     _num_tasks(readdb, "with -stats, -dump and -topN: ", key_range=True)
     readdb.set_defaults(run=_readdb)
 
@@ -304,6 +310,17 @@ def build_parser() -> argparse.ArgumentParser:
         " -numFetchers K (default 1)",
     )
     crawl.set_defaults(run=_crawl)
+
+    plot = _subcommand(
+        commands,
+        "plot",
+        "draw the crawl's rounds and the table into an image (matplotlib)",
+        "Draw the rows by status over the rounds and the pages/s of each round (from the"
+        " history nutchy crawl keeps in the crawl directory), and the fetch interval and score"
+        " distributions of the table, into FILE (.png, .svg or .pdf). Needs nutchy[plot].",
+    )
+    plot.add_argument("-out", required=True, type=Path, metavar="FILE", help="the image to write")
+    plot.set_defaults(run=_plot)
     return parser
 
 
@@ -576,6 +593,9 @@ def _generate_summary(result: GenerateResult) -> str:
 
 
 def _readdb(args: argparse.Namespace) -> int:
+    if args.json and not args.stats:
+        print("nutchy readdb: -json only applies to -stats", file=sys.stderr)
+        return 2
     if args.dump is None:
         stray = [
             flag
@@ -598,7 +618,10 @@ def _readdb(args: argparse.Namespace) -> int:
         if args.stats:
             with Progress("readdb -stats") as bar:
                 stats = table_stats(table, now=_now(), progress=bar, tasks=tasks)
-            print("\n".join(stats.lines(args.top_hosts)))
+            if args.json:
+                print(json.dumps(stats.to_dict(args.top_hosts), indent=2))
+            else:
+                print("\n".join(stats.lines(args.top_hosts)))
         elif args.url is not None:
             page = read_page(table, args.url)
             if page is None:
@@ -755,6 +778,20 @@ def _crawl(args: argparse.Namespace) -> int:
         verbose=args.verbose,
     )
     return 1 if report.stopped.startswith("the fetch") else 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    history = read_history(history_path(settings))
+    with open_table(settings) as table:
+        intervals, scores = table_values(table)
+        result = plot_crawl(args.out, history.rounds, intervals, scores, title=table.name)
+    skipped = f" ({history.skipped} unreadable lines of the history skipped)"
+    print(
+        f"Drew {result.rounds} rounds and {result.rows} rows into {result.path}"
+        f"{skipped if history.skipped else ''}"
+    )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,10 @@ NUTCH_CRAWL_DIR = "crawl"
 # Nutch 2.x does in effect.
 NUTCH_CRAWL_GEN_DELAY = 604800000
 
+# (nutchy only) Whether nutchy crawl appends each round's statistics to the crawl's history
+# (history.jsonl in NUTCH_CRAWL_DIR; one scan of the table per round), which nutchy plot draws.
+NUTCH_CRAWL_HISTORY = True
+
 # (nutchy only) nutchy crawl reads what updatedb needs of a batch while the batch is fetched, and
 # keeps it for the pages that answer 304: at most this many outlinks (about 500 bytes each);
 # 0 turns it off.

@@ -33,6 +33,7 @@ from nutchy.exceptions import StoreError
 from nutchy.jobs._cycle import finish_batch, update_config
 from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
+from nutchy.jobs.history import record_round
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.parse import ParseCounts
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
@@ -248,6 +249,17 @@ def crawl(
                 pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
                 line += f" ({pages} updated from what was read during the fetch)"
             log(f"{line}; {this.seconds['updatedb']:.1f} s")
+            record_round(
+                table,
+                settings,
+                number,
+                batch_id,
+                selected=generated.selected,
+                statuses=this.statuses,
+                new_rows=updated.new_rows,
+                seconds=this.seconds,
+                now=_now(),
+            )
         else:
             report.stopped = f"{rounds} rounds done"
     log(f"stopped, {report.stopped}")

@@ -160,6 +160,26 @@ class TableStats:
         self.hosts.update(other.hosts)
         self.undecodable += other.undecodable
 
+    def to_dict(self, top_hosts: int = 10) -> dict[str, Any]:
+        """The statistics as plain JSON values (``nutchy readdb -stats -json``): counts by crawl
+        status name, intervals in seconds, times in ms since the epoch, the *top_hosts* hosts
+        with most rows."""
+        some = self.rows > 0
+        return {
+            "rows": self.rows,
+            "by_status": {
+                crawl_status_name(code): count for code, count in sorted(self.by_status.items())
+            },
+            "due": self.due,
+            "score": _summary_dict(self.score, some),
+            "fetch_interval": _summary_dict(self.fetch_interval, some),
+            "fetch_time": _summary_dict(self.fetch_time, some),
+            "batches": dict(sorted(self.batches.items())),
+            "hosts": len(self.hosts),
+            "top_hosts": dict(_top(self.hosts, top_hosts)),
+            "undecodable": self.undecodable,
+        }
+
     def lines(self, top_hosts: int = 10) -> list[str]:
         """The statistics as text, in the spirit of Nutch's ``readdb -stats``."""
         out = [f"TOTAL urls:\t{self.rows}"]
@@ -186,6 +206,12 @@ class TableStats:
         if self.undecodable:
             out.append(f"rows skipped (a cell did not decode):\t{self.undecodable}")
         return out
+
+
+def _summary_dict(summary: _Summary, some: bool) -> dict[str, float | None]:
+    if not some:
+        return {"min": None, "mean": None, "max": None}
+    return {"min": summary.low, "mean": summary.mean, "max": summary.high}
 
 
 def _top(counter: Counter[str], n: int) -> list[tuple[str, int]]:
