@@ -141,3 +141,45 @@ def test_gone_interval_never_exceeds_max(interval) -> None:
     assert s.fetch_interval <= max(interval * 1.5, 7776000)
     assert s.fetch_interval < 7776000 or interval * 1.5 < 7776000
     assert s.fetch_time == NOW + s.fetch_interval * 1000
+
+
+# Nutch's Math.round(maxInterval * 0.9f), as OpenJDK 17 computes it, against Python's round() of
+# the double product: the float product and the halves rounded up make them differ.
+@pytest.mark.parametrize(
+    ("max_interval", "java", "python"),
+    [
+        (5, 5, 4),
+        (25, 23, 22),
+        (7776000, 6998400, 6998400),
+        (7776005, 6998405, 6998404),
+        (16777217, 15099494, 15099495),
+    ],
+)
+def test_ninety_percent_of_max_is_javas_math_round(max_interval, java, python) -> None:
+    assert round(max_interval * 0.9) == python
+    due = FetchSchedule(max_interval=max_interval).should_fetch(
+        Schedule(NOW + (max_interval + 1) * 1000, max_interval + 1), now=NOW
+    )
+    assert due == (True, java)
+    forced = FetchSchedule(max_interval=max_interval).force_refetch(
+        Schedule(NOW, max_interval + 1), now=NOW, asap=True
+    )
+    assert forced.fetch_interval == java
+
+
+def test_gone_schedule_compares_in_floats() -> None:
+    # 11184811 * 1.5 = 16777216.5 < 16777217 in doubles, but Java's (fi * 1.5f) < maxInterval
+    # compares floats: 16777216f < 16777216f is false, so Nutch takes 90 % of the maximum.
+    s = FetchSchedule(max_interval=16777217).set_page_gone_schedule(
+        Schedule(NOW, 11184811), fetch_time=NOW
+    )
+    assert s.fetch_interval == 15099494
+
+
+def test_adaptive_negative_sync_delta_truncates_towards_zero() -> None:
+    # Last-Modified 1.5 s after the fetch (the server's clock ahead): Java's long division gives
+    # a delta of -1 s, so the next fetch moves 300 ms later (floor division gave -2 s, 600 ms).
+    a = AdaptiveFetchSchedule()
+    result = adapt(a, 86400, ChangeState.UNKNOWN, modified_time=NOW + 1500)
+    assert result.fetch_interval == 86400
+    assert result.fetch_time == NOW + 300 + 86400 * 1000

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from nutchy.core.scoring import OPICScoring, cash_bytes, read_cash
@@ -110,3 +112,92 @@ def test_worked_example() -> None:
     assert (c.score, read_cash(c.metadata)) == (0.375, 0.375)
     b = rows[b.key]
     assert (b.score, read_cash(b.metadata)) == (0.25, 0.0)
+
+
+# Nutch's OPICScoringFilter computes in Java floats. Each case: the target row's score and cash,
+# the pages linking to it (cash, number of outlinks), the link factor, and the float bits Java
+# gives (OpenJDK 17 running the filter's arithmetic: float scoreUnit = cash / allCount; share =
+# scoreUnit * factor; float adjust = 0f; adjust += share, best share first; score + adjust,
+# cash + adjust): the shares, then the new score and cash.
+JAVA_OPIC_VECTORS = [
+    (
+        (0.0, 0.0),
+        [(1.0, 2), (1.0, 3), (1.0, 5)],
+        1.0,
+        ["3f000000", "3eaaaaab", "3e4ccccd"],
+        ("3f844445", "3f844445"),
+    ),
+    (
+        (0.8, 0.1),
+        [(0.7, 3), (0.3, 7), (0.45, 11), (0.05, 13)],
+        1.0,
+        ["3e6eeeef", "3d2f8af9", "3d27904a", "3b7c0fc1"],
+        ("3f8f7b26", "3ed78633"),
+    ),
+    (
+        (0.25, 0.25),
+        [(1.0, 7), (1.0, 9), (0.6, 3)],
+        0.3,
+        ["3d75c290", "3d2f8afa", "3d088889"],
+        ("3ec5bac2", "3ec5bac2"),
+    ),
+]
+
+
+def _bits(value: float) -> str:
+    return cash_bytes(value).hex()
+
+
+def _receive(
+    target_score: float, target_cash: float, sources: list[tuple[float, int]], factor: float
+) -> tuple[list[float], WebPage]:
+    """The shares a target receives from *sources* and the target row after updatedb."""
+    config = UpdateConfig(
+        scoring=OPICScoring(internal_link_factor=factor, external_link_factor=factor)
+    )
+    target = "http://t.com/"
+    inlinks = []
+    for i, (cash, outlinks) in enumerate(sources):
+        links = {target: ""} | {f"http://s{i}.com/{j}": "" for j in range(1, outlinks)}
+        source = WebPage(
+            reverse_url(f"http://s{i}.com/"),
+            status=2,
+            metadata={"_csh_": cash_bytes(cash)},
+            markers={"_gnmrk_": "b"},
+            outlinks=links,
+        )
+        inlinks += [inlink for url, inlink in outlink_inlinks(source, config) if url == target]
+    key = reverse_url(target)
+    page = WebPage(
+        key,
+        score=read_cash({"_csh_": cash_bytes(target_score)}),
+        metadata={"_csh_": cash_bytes(target_cash)},
+    )
+    change = update_row(page, key, inlinks, now=NOW, config=config)
+    assert change is not None
+    return sorted((i.score for i in inlinks), reverse=True), _apply(page, key, change)
+
+
+@pytest.mark.parametrize(("target", "sources", "factor", "shares", "result"), JAVA_OPIC_VECTORS)
+def test_opic_arithmetic_is_javas_float_arithmetic(
+    target: tuple[float, float],
+    sources: list[tuple[float, int]],
+    factor: float,
+    shares: list[str],
+    result: tuple[str, str],
+) -> None:
+    received, row = _receive(*target, sources, factor)
+    assert [_bits(s) for s in received] == shares
+    assert (_bits(row.score), row.metadata["_csh_"].hex()) == result
+
+
+def test_double_arithmetic_would_be_one_ulp_off() -> None:
+    # The first vector: three inlinks whose float sum, added one at a time as Java does, is one
+    # unit in the last place above the double sum rounded once to a float (what nutchy stored
+    # before it did float arithmetic).
+    received, row = _receive(0.0, 0.0, [(1.0, 2), (1.0, 3), (1.0, 5)], 1.0)
+    java = struct.unpack(">f", bytes.fromhex("3f844445"))[0]
+    double_once = read_cash({"_csh_": cash_bytes(sum(received))})
+    assert row.score == java
+    assert double_once != java
+    assert abs(struct.unpack(">i", cash_bytes(double_once))[0] - 0x3F844445) == 1

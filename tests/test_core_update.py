@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from nutchy.core.java import f32_sum
 from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule
 from nutchy.core.scoring import cash_bytes
 from nutchy.core.status import CrawlStatus
@@ -166,8 +167,8 @@ def test_inlinks_kept_best_first_ties_in_arrival_order() -> None:
         c = change(None, inlinks, max_inlinks=limit)
         kept = expected[:limit]
         assert list(c.entries["inlinks"]) == [i.source for i in kept]
-        # exactly: the same additions in the same order
-        assert c.fields["score"] == sum(i.score for i in kept)
+        # exactly: the same float additions in the same order
+        assert c.fields["score"] == f32_sum(i.score for i in kept)
 
 
 def test_distance_only_decreases() -> None:

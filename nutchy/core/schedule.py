@@ -10,10 +10,12 @@ reads the clock: the caller passes *now*.
 
 from __future__ import annotations
 
-import struct
+import math
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Final, NamedTuple
+
+from nutchy.core.java import f32, java_div, java_round
 
 __all__ = [
     "AdaptiveFetchSchedule",
@@ -51,7 +53,7 @@ def should_fetch(fetch_time: int, fetch_interval: int, now: int, max_interval: i
 
     A fetch time more than *max_interval* seconds (``db.fetch.interval.max``) in the future can
     only come from a broken schedule or clock, so the page is treated as due now, and an interval
-    longer than the maximum is cut to ``round(0.9 * max_interval)``. This is
+    longer than the maximum is cut to ``Math.round(max_interval * 0.9f)``. This is
     ``AbstractFetchSchedule.shouldFetch`` as Nutch 1.x applies it. Nutch 2.x computes the same
     correction but then tests the *original* fetch time, so such a page is never selected.
 
@@ -60,10 +62,16 @@ def should_fetch(fetch_time: int, fetch_interval: int, now: int, max_interval: i
     Due(due=True, fetch_interval=6998400)
     >>> should_fetch(89 * day, 200 * 86400, now=0, max_interval=90 * 86400)
     Due(due=False, fetch_interval=17280000)
+
+    The cut is Java's, a float product rounded half up: a maximum of 25 s gives 23 s, where
+    Python's ``round(25 * 0.9)`` gives 22.
+
+    >>> should_fetch(day, 60, now=0, max_interval=25)
+    Due(due=True, fetch_interval=23)
     """
     if fetch_time - now > max_interval * 1000:
         if fetch_interval > max_interval:
-            fetch_interval = round(max_interval * 0.9)
+            fetch_interval = _ninety_percent(max_interval)
         return Due(True, fetch_interval)
     return Due(fetch_time <= now, fetch_interval)
 
@@ -94,10 +102,13 @@ class Schedule:
     prev_modified_time: int = 0
 
 
-def _f32(value: float) -> float:
-    """*value* rounded to a Java ``float``, so interval arithmetic truncates as Nutch's does."""
-    result: float = struct.unpack(">f", struct.pack(">f", value))[0]
-    return result
+def _ninety_percent(max_interval: int) -> int:
+    """Nutch's ``Math.round(maxInterval * 0.9f)``: a float product, rounded half up."""
+    return java_round(f32(f32(max_interval) * _NINE_TENTHS))
+
+
+#: Java's ``0.9f``.
+_NINE_TENTHS: Final = f32(0.9)
 
 
 class FetchSchedule:
@@ -154,10 +165,11 @@ class FetchSchedule:
     def set_page_gone_schedule(self, schedule: Schedule, *, fetch_time: int) -> Schedule:
         """The schedule of a gone page: the interval grows by half, up to 90 % of the maximum."""
         interval = schedule.fetch_interval
-        if interval * 1.5 < self.max_interval:
-            interval = int(_f32(_f32(interval) * 1.5))
+        grown = f32(f32(interval) * 1.5)  # (page.getFetchInterval() * 1.5f) < maxInterval
+        if grown < f32(self.max_interval):
+            interval = int(grown)
         else:
-            interval = int(_f32(_f32(self.max_interval) * _f32(0.9)))
+            interval = int(f32(f32(self.max_interval) * _NINE_TENTHS))
         return replace(schedule, fetch_interval=interval, fetch_time=fetch_time + interval * 1000)
 
     def set_page_retry_schedule(self, schedule: Schedule, *, fetch_time: int) -> Schedule:
@@ -191,7 +203,7 @@ class FetchSchedule:
         """
         interval = schedule.fetch_interval
         if interval > self.max_interval:
-            interval = round(self.max_interval * 0.9)
+            interval = _ninety_percent(self.max_interval)
         return replace(
             schedule,
             fetch_interval=interval,
@@ -303,10 +315,12 @@ class AdaptiveFetchSchedule(FetchSchedule):
             modified_time = fetch_time
         interval = base.fetch_interval
         if state == ChangeState.MODIFIED:
-            interval = int(_f32(_f32(interval) * _f32(1.0 - _f32(self.dec_rate))))
+            interval = int(f32(f32(interval) * f32(1.0 - f32(self.dec_rate))))
         elif state == ChangeState.NOTMODIFIED:
-            interval = int(_f32(_f32(interval) * _f32(1.0 + _f32(self.inc_rate))))
-        delta = (fetch_time - modified_time) // 1000
+            interval = int(f32(f32(interval) * f32(1.0 + f32(self.inc_rate))))
+        # A long division, truncated: a page "modified" 1.5 s after its fetch (a server clock
+        # ahead of ours) has a delta of -1 s, not -2 s.
+        delta = java_div(fetch_time - modified_time, 1000)
         if self.sync_delta:
             interval = max(interval, delta)
         interval = min(max(interval, self.min_interval), self.max_adaptive_interval)
@@ -316,5 +330,13 @@ class AdaptiveFetchSchedule(FetchSchedule):
             # once the interval is clamped below that time (a page unchanged for years), Nutch
             # 1.x's full shift would schedule the next fetch before this one, so the page would
             # be due again at once, round after round.
-            ref_time = fetch_time - round(min(delta, interval) * self.sync_delta_rate * 1000)
+            # Rounded half up as Math.round does (this shift is nutchy's, so it is computed in
+            # double and not cut at Math.round(float)'s Integer.MAX_VALUE ms, 24.8 days).
+            shift = min(delta, interval) * self.sync_delta_rate * 1000
+            ref_time = fetch_time - _round_half_up(shift)
         return replace(base, fetch_interval=interval, fetch_time=ref_time + interval * 1000)
+
+
+def _round_half_up(value: float) -> int:
+    """*value* rounded to the nearest integer, halves up, as ``Math.round`` but unbounded."""
+    return math.floor(value + 0.5)

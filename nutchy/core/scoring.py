@@ -26,6 +26,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from nutchy.core.java import f32, f32_sum
 from nutchy.core.status import Metadata
 from nutchy.core.urls import InvalidURL, host_of
 
@@ -80,9 +81,10 @@ class OPICScoring:
         internal_link_factor: float = 1.0,
         external_link_factor: float = 1.0,
     ) -> None:
-        self.injected_score = injected_score
-        self.internal_link_factor = internal_link_factor
-        self.external_link_factor = external_link_factor
+        # Nutch reads them with conf.getFloat: 32-bit floats.
+        self.injected_score = f32(injected_score)
+        self.internal_link_factor = f32(internal_link_factor)
+        self.external_link_factor = f32(external_link_factor)
 
     def injected_cash(self, score: float) -> float:
         """The cash of a page injected with *score*: the score itself."""
@@ -103,7 +105,12 @@ class OPICScoring:
 
         Each target gets ``cash / len(targets)`` times the internal or external link factor (a
         target whose host cannot be read counts as external). A page without cash gives nothing
-        and keeps what it has; otherwise it keeps no cash.
+        and keeps what it has; otherwise it keeps no cash. As in Nutch, the share and each
+        factor's product are Java floats (:func:`~nutchy.core.java.f32`), whatever the double
+        quotient would be:
+
+        >>> OPICScoring().distribute_score_to_outlinks("http://a/", 1.0, ["http://b/"] * 3).scores
+        {'http://b/': 0.3333333432674408}
 
         >>> OPICScoring(external_link_factor=0.5).distribute_score_to_outlinks(
         ...     "http://a/", 1.0, ["http://a/x", "http://b/"])
@@ -113,21 +120,37 @@ class OPICScoring:
         """
         if not targets or cash == 0.0:
             return Shares(dict.fromkeys(targets, 0.0), cash)
-        unit = cash / len(targets)
+        # float scoreUnit = cash / allCount (the int count read as a float first)
+        unit = f32(cash / f32(len(targets)))
+        internal_share = f32(unit * self.internal_link_factor)
         if self.internal_link_factor == self.external_link_factor:
             # Nutch's defaults (1.0 and 1.0): no need to tell internal links from external.
-            return Shares(dict.fromkeys(targets, unit * self.internal_link_factor), 0.0)
+            return Shares(dict.fromkeys(targets, internal_share), 0.0)
+        external_share = f32(unit * self.external_link_factor)
         source_host = _host(source_url)
         scores: dict[str, float] = {}
         for target in targets:
             internal = source_host is not None and _host(target) == source_host
-            factor = self.internal_link_factor if internal else self.external_link_factor
-            scores[target] = unit * factor
+            scores[target] = internal_share if internal else external_share
         return Shares(scores, 0.0)
 
     def update_score(
         self, score: float, cash: float, inlink_scores: Iterable[float]
     ) -> tuple[float, float]:
-        """Score and cash after a page receives *inlink_scores*: both grow by their sum."""
-        adjust = sum(inlink_scores)
-        return score + adjust, cash + adjust
+        """Score and cash after a page receives *inlink_scores*: both grow by their sum.
+
+        Nutch adds the inlinks' scores into a ``float``, in the order its reducer receives them
+        (best score first, as :func:`~nutchy.core.update.update_row` passes them), then adds
+        that float to the float score and cash. Summing in double and rounding once can differ
+        by one unit in the last place. Three pages holding cash 1.0 with 2, 3 and 5 outlinks
+        give a page 1/2, 1/3 and 1/5 (as floats); Java's loop gives 1.0333334f, the double sum
+        rounded once 1.0333333f:
+
+        >>> shares = [f32(1 / 2), f32(1 / 3), f32(1 / 5)]
+        >>> OPICScoring().update_score(0.0, 0.0, shares)
+        (1.033333420753479, 1.033333420753479)
+        >>> f32(sum(shares))
+        1.0333333015441895
+        """
+        adjust = f32_sum(inlink_scores)
+        return f32(score + adjust), f32(cash + adjust)

@@ -10,13 +10,12 @@ A signature tells updatedb whether a page changed between two fetches (``p:sig``
 from __future__ import annotations
 
 import hashlib
-import math
-import struct
 import unicodedata
 from collections import Counter
 from typing import Protocol
 
 from nutchy.core.generate import java_string_hash
+from nutchy.core.java import f32, java_round
 
 __all__ = ["MD5Signature", "Signature", "TextProfileSignature", "java_hash_map_order"]
 
@@ -41,12 +40,6 @@ class MD5Signature:
         if base_url is None:
             raise ValueError("MD5Signature needs content or a base URL")
         return hashlib.md5(base_url.encode("utf-8"), usedforsecurity=False).digest()
-
-
-def _f32(value: float) -> float:
-    """*value* rounded to a Java ``float``."""
-    result: float = struct.unpack(">f", struct.pack(">f", value))[0]
-    return result
 
 
 def _java_lower(char: str) -> str:
@@ -119,7 +112,7 @@ class TextProfileSignature:
             return ""
         max_freq = max(counts.values())
         # Java: Math.round(maxFreq * QUANT_RATE), float arithmetic, halves rounded up.
-        quant = math.floor(_f32(_f32(max_freq) * _f32(self.quant_rate)) + 0.5)
+        quant = java_round(f32(f32(max_freq) * f32(self.quant_rate)))
         if quant < 2:
             quant = 2 if max_freq > 1 else 1
         kept: list[tuple[str, int]] = []

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from nutchy.core.fetch import RowChange
+from nutchy.core.java import f32
 from nutchy.core.schedule import ChangeState, DefaultFetchSchedule, FetchSchedule, Schedule
 from nutchy.core.scoring import OPICScoring, cash_bytes, read_cash
 from nutchy.core.status import CrawlStatus, Mark, Metadata
@@ -302,7 +303,7 @@ def update_row(
         if batch:
             _schedule_batch_page(page, config, fields)
             if given is not None:
-                cash -= given
+                cash = f32(cash - given)
             elif page.outlinks:
                 cash = config.scoring.distribute_score_to_outlinks(
                     page.url, cash, list(page.outlinks)
