@@ -251,6 +251,29 @@ def build_parser() -> argparse.ArgumentParser:
     _num_tasks(update, "read the pages of the batch: ")
     update.set_defaults(run=_updatedb)
 
+    dedup = _subcommand(
+        commands,
+        "dedup",
+        "mark the pages whose content another page has too as duplicates",
+        "Group the fetched pages by signature (within a host or domain with -group): in each"
+        " group one page is kept, chosen by -compareOrder, and the others get the DUPLICATE"
+        " status, which index leaves out and clean deletes from the index. A duplicate that is"
+        " the one to keep now becomes FETCHED again. One streaming pass; safe to run again.",
+    )
+    dedup.add_argument(
+        "-compareOrder",
+        dest="compare_order",
+        metavar="ORDER",
+        help="which page of a group is kept: score,urlLength,fetchTime[,httpsOverHttp] in the"
+        " order they decide (NUTCH_DEDUPLICATION_COMPARE_ORDER)",
+    )
+    dedup.add_argument(
+        "-group",
+        choices=("none", "host", "domain"),
+        help="compare pages only within one host or domain (NUTCH_DEDUPLICATION_GROUP_MODE)",
+    )
+    dedup.set_defaults(run=_dedup)
+
     fetch = _subcommand(
         commands,
         "fetch",
@@ -719,6 +742,29 @@ def _updatedb(args: argparse.Namespace) -> int:
         f"nutchy updatedb: {counts.batch_pages} pages of the batch updated,"
         f" {counts.existing_targets} known and {counts.new_rows} new outlink targets"
         f" ({counts.not_added} not added, {counts.invalid_targets} invalid)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _dedup(args: argparse.Namespace) -> int:
+    from nutchy.jobs.dedup import DedupOptions, dedup
+
+    settings = _settings(args)
+    if args.compare_order is not None:
+        settings.set("NUTCH_DEDUPLICATION_COMPARE_ORDER", args.compare_order, "cmdline")
+    if args.group is not None:
+        settings.set("NUTCH_DEDUPLICATION_GROUP_MODE", args.group, "cmdline")
+    options = DedupOptions.from_settings(settings)
+    with open_table(settings) as table, Progress("dedup: rows read") as bar:
+        result = dedup(table, options, progress=bar)
+    counts = result.counts
+    print(
+        f"nutchy dedup: {counts.pages} fetched pages compared, {counts.groups} signatures"
+        f" shared by several pages: {counts.marked} marked duplicate, {counts.unchanged} were"
+        f" already, {counts.kept} duplicates kept again; {result.written} rows written"
+        f" ({result.changed_meanwhile} fetched meanwhile, left alone;"
+        f" {result.skipped} undecodable rows skipped)",
         file=sys.stderr,
     )
     return 0

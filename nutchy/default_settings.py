@@ -95,6 +95,18 @@ NUTCH_DB_UPDATE_ADDITIONS_ALLOWED = True
 # Most inlinks (best scored first) updatedb records per page and round.
 NUTCH_DB_UPDATE_MAX_INLINKS = 10000
 
+# nutchy dedup: which of the pages with one signature is kept, the first criterion deciding
+# first: score (highest), urlLength (shortest), fetchTime (latest), httpsOverHttp. Nutch 1.x's
+# default is score,fetchTime,urlLength (docs/index.md says why nutchy's differs).
+NUTCH_DEDUPLICATION_COMPARE_ORDER = "score,urlLength,fetchTime"
+
+# nutchy dedup: pages are duplicates only within one host, one domain, or anywhere (none).
+NUTCH_DEDUPLICATION_GROUP_MODE = "none"
+
+# (nutchy only) nutchy dedup: pages held in memory (about 300 bytes each) before a sorted run is
+# spilled to a temporary file.
+NUTCH_DEDUPLICATION_SORT_ROWS = 200000
+
 # (nutchy only) Seconds between two writes of fetch outcomes at most, however few are waiting.
 NUTCH_FETCHER_FLUSH_INTERVAL = 2.0
 

@@ -218,3 +218,47 @@ def test_an_unmodified_page_sends_score_but_no_inlink_its_targets_hold_already()
     fetched_source = WebPage(source.key, status=CrawlStatus.FETCHED, outlinks=source.outlinks)
     ((_, fresh),), _ = share_cash(fetched_source, UpdateConfig())
     assert change(target, [fresh], batch_id=None).entries["inlinks"] == {"http://s.com/": "A"}
+
+
+DUP = {"_dup_": b"http://a.com/kept"}
+
+
+@pytest.mark.parametrize(
+    ("status", "sig", "psig"),
+    [
+        (CrawlStatus.FETCHED, b"1", b"1"),  # fetched again, same content
+        (CrawlStatus.NOTMODIFIED, b"2", b"1"),  # a 304: not modified, whatever older sigs say
+        (CrawlStatus.FETCHED, b"1", None),  # not parsed again: nothing says it changed
+    ],
+)
+def test_a_duplicate_fetched_unchanged_stays_a_duplicate(status, sig, psig) -> None:
+    c = change(fetched(status, signature=sig, prev_signature=psig, metadata=dict(DUP)))
+    assert c.fields["status"] == CrawlStatus.DUPLICATE
+    assert c.fields["fetch_time"] == NOW + MONTH * 1000  # rescheduled as the fetch says
+    assert "_dup_" not in c.entries.get("metadata", {})
+
+
+@pytest.mark.parametrize(
+    ("status", "sig", "expected"),
+    [
+        (CrawlStatus.FETCHED, b"2", None),  # its content changed
+        (CrawlStatus.GONE, b"1", None),
+        (CrawlStatus.REDIR_PERM, b"1", None),
+        (CrawlStatus.RETRY, b"1", CrawlStatus.UNFETCHED),
+    ],
+)
+def test_a_duplicate_stops_being_one_when_its_content_changes_or_is_gone(
+    status, sig, expected
+) -> None:
+    c = change(fetched(status, signature=sig, prev_signature=b"1", metadata=dict(DUP)))
+    assert c.fields.get("status") == expected
+    assert c.entries["metadata"]["_dup_"] is None
+
+
+def test_a_duplicate_generated_but_not_fetched_stays_one() -> None:
+    page = fetched(CrawlStatus.DUPLICATE, signature=b"1", metadata=dict(DUP))
+    page.markers = {"_gnmrk_": "b1"}
+    c = change(page)
+    assert "status" not in c.fields
+    assert "_dup_" not in c.entries.get("metadata", {})
+    assert c.entries["markers"] == {"_gnmrk_": None}

@@ -5,8 +5,8 @@ the other way round.
 
 >>> CrawlStatus.FETCHED, int(CrawlStatus.RETRY)
 (<CrawlStatus.FETCHED: 2>, 34)
->>> crawl_status_name(0), crawl_status_name(0x26), crawl_status_name(99)
-('status_injected', 'status_notmodified', 'status_unknown_99')
+>>> crawl_status_name(0), crawl_status_name(0x26), crawl_status_name(7), crawl_status_name(99)
+('status_injected', 'status_notmodified', 'status_duplicate', 'status_unknown_99')
 >>> ProtocolStatus(ProtocolStatusCode.NOTFOUND, ("http://example.com/x",)).name
 'NOTFOUND'
 """
@@ -22,6 +22,12 @@ class CrawlStatus(IntEnum):
 
     A freshly injected row has no ``f:st`` column; it reads as 0, which Nutch has no constant for.
     nutchy calls it ``INJECTED``.
+
+    ``DUPLICATE`` is Nutch 1.x's ``STATUS_DB_DUPLICATE``, with its value (0x07), which Nutch 2.x
+    has no constant for: ``nutchy dedup`` writes it on a fetched page whose content another page
+    of the table has too and keeps (:mod:`nutchy.core.dedup`). Nutch 2.x reads it as a status
+    it does not know, which none of its jobs acts on (docs/index.md, "How a duplicate is
+    stored").
     """
 
     INJECTED = 0x00
@@ -30,6 +36,7 @@ class CrawlStatus(IntEnum):
     GONE = 0x03
     REDIR_TEMP = 0x04
     REDIR_PERM = 0x05
+    DUPLICATE = 0x07
     RETRY = 0x22
     NOTMODIFIED = 0x26
 
@@ -133,3 +140,8 @@ class Metadata:
     IP = "_ip_"
     #: ``y`` when a redirect was found at fetch or parse time; updatedb removes it.
     REDIRECT_DISCOVERED = "___rdrdsc__"
+    #: (nutchy only) The URL of the page kept in place of a duplicate, UTF-8: written with the
+    #: DUPLICATE status by ``nutchy dedup``, it outlives the fetch's new status so that updatedb
+    #: can tell a duplicate whose content did not change (it stays a duplicate) from one whose
+    #: content did (it stops being one).
+    DUPLICATE_OF = "_dup_"

@@ -254,6 +254,38 @@ def _schedule_batch_page(page: WebPage, config: UpdateConfig, fields: dict[str, 
             fields[name] = value
 
 
+def _duplicate_after_fetch(
+    page: WebPage, fields: dict[str, object], metadata: dict[str, object]
+) -> None:
+    """A duplicate (a page with ``mtdt:_dup_``, see :mod:`nutchy.core.dedup`) stays one after
+    a fetch that left its content as it was (a 304, or the same signature), and stops being one
+    when its content changed, or its fetch did not find it (gone, redirected, to retry): its
+    status is then the fetch's and ``mtdt:_dup_`` goes. The next ``nutchy dedup`` compares it
+    again either way.
+
+    >>> page = WebPage("a:http/", status=CrawlStatus.FETCHED, signature=b"1",
+    ...     prev_signature=b"1", metadata={Metadata.DUPLICATE_OF: b"http://a/"})
+    >>> fields, metadata = {}, {}
+    >>> _duplicate_after_fetch(page, fields, metadata)
+    >>> fields, metadata
+    ({'status': <CrawlStatus.DUPLICATE: 7>}, {})
+    >>> page.signature = b"2"
+    >>> _duplicate_after_fetch(page, fields := {}, metadata)
+    >>> fields, metadata
+    ({}, {'_dup_': None})
+    """
+    if Metadata.DUPLICATE_OF not in page.metadata:
+        return
+    status = fields.get("status", page.status)
+    if status == CrawlStatus.DUPLICATE:
+        return  # generated but not fetched: nothing is known of its content
+    unchanged = _modified_state(page) != ChangeState.MODIFIED
+    if status in (CrawlStatus.FETCHED, CrawlStatus.NOTMODIFIED) and unchanged:
+        fields["status"] = CrawlStatus.DUPLICATE
+    else:
+        metadata[Metadata.DUPLICATE_OF] = None
+
+
 def update_row(
     page: WebPage | None,
     key: str,
@@ -265,8 +297,8 @@ def update_row(
 ) -> RowChange | None:
     """The change of row *key* (*page*, or ``None`` for a new URL) that receives *inlinks*.
 
-    A page of the batch (see :func:`in_batch`) gets its status transition and next fetch time,
-    gives away its cash (see :func:`outlink_inlinks`) and loses its generate, fetch and parse
+    A page of the batch (see :func:`in_batch`) gets its status transition and next fetch time
+    (a duplicate whose content did not change stays a duplicate), gives away its cash (see :func:`outlink_inlinks`) and loses its generate, fetch and parse
     marks. Any other existing row changes only in inlinks, distance, score and cash: its marks
     may belong to another crawl working on the same table. A new URL becomes an UNFETCHED row
     due at *now*, unless additions are not allowed (then the result is ``None``).
@@ -302,6 +334,7 @@ def update_row(
         old_distance = _distance(page)
         if batch:
             _schedule_batch_page(page, config, fields)
+            _duplicate_after_fetch(page, fields, metadata)
             if given is not None:
                 cash = f32(cash - given)
             elif page.outlinks:
