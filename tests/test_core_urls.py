@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import subprocess
 import sys
@@ -520,3 +521,72 @@ def test_core_modules_import_without_frameworks() -> None:
         "assert 'tldextract' not in sys.modules, 'tldextract is imported lazily'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+
+
+# --- numeric hosts (the URL Standard's IPv4 parser) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "normalized"),
+    [
+        ("http://2130706434/", "http://127.0.0.2/"),
+        ("http://0x7f.1/", "http://127.0.0.1/"),
+        ("http://127.1/", "http://127.0.0.1/"),
+        ("http://0177.0.0.2/", "http://127.0.0.2/"),
+        ("http://0X7F000001:80/a", "http://127.0.0.1/a"),
+        ("http://127.0.0.1./", "http://127.0.0.1/"),
+        ("http://169.254.43518/", "http://169.254.169.254/"),
+        ("http://0xa.0/", "http://10.0.0.0/"),
+        ("http://010.0.0.1/", "http://8.0.0.1/"),  # octal, as browsers read it
+        ("http://192.168.257/", "http://192.168.1.1/"),
+        ("http://1.0x10.3/", "http://1.16.0.3/"),
+        ("http://0x/", "http://0.0.0.0/"),
+        ("http://4294967295:8080/", "http://255.255.255.255:8080/"),
+        ("http://127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+        # Not numeric: a label that is not a number ends them.
+        ("http://1a/", "http://1a/"),
+        ("http://0xg/", "http://0xg/"),
+        ("http://1.1.1.1e/", "http://1.1.1.1e/"),
+    ],
+)
+def test_numeric_hosts_are_one_dotted_quad(url: str, normalized: str) -> None:
+    assert normalize_url(url) == normalized
+    assert normalize_url(normalized) == normalized
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://1.2.3.4.5/", "not an IPv4 address"),
+        ("http://1.2.3.09/", "not an IPv4 address"),  # 09 is no octal number
+        ("http://foo.0x/", "not an IPv4 address"),
+        ("http://example.99/", "not an IPv4 address"),
+        ("http://256.1.1.1/", "out of range"),
+        ("http://1.2.65536/", "out of range"),
+        ("http://4294967296/", "out of range"),
+    ],
+)
+def test_hosts_ending_in_a_number_must_be_ipv4(url: str, reason: str) -> None:
+    with pytest.raises(InvalidURL, match=reason):
+        normalize_url(url)
+
+
+@st.composite
+def ipv4_spellings(draw: st.DrawFn) -> tuple[int, str]:
+    """An address and one of the ways a URL may write it: one to four parts, each decimal,
+    octal (leading 0) or hex (0x), the last part holding the remaining bytes."""
+    address = draw(st.integers(0, 2**32 - 1))
+    count = draw(st.integers(1, 4))
+    octets = address.to_bytes(4, "big")
+    numbers = [*octets[: count - 1], int.from_bytes(octets[count - 1 :], "big")]
+    parts = []
+    for n in numbers:
+        form = draw(st.sampled_from(["{}", "0{:o}", "0x{:x}", "0X{:X}"]))
+        parts.append(form.format(n))
+    return address, ".".join(parts) + draw(st.sampled_from(["", "."]))
+
+
+@given(ipv4_spellings())
+def test_every_spelling_of_an_address_is_its_dotted_quad(spelled: tuple[int, str]) -> None:
+    address, host = spelled
+    assert normalize_url(f"http://{host}/p") == f"http://{ipaddress.IPv4Address(address)}/p"

@@ -114,6 +114,14 @@ _ASCII_HOST_RE: Final = re.compile(r"[a-z0-9_\-]+(?:\.[a-z0-9_\-]+)*")
 # is refused early, before w3lib could read the authority differently from nutchy.
 _RAW_HOST_BAD_RE: Final = re.compile(r"[^A-Za-z0-9._\-\x80-\U0010ffff]")
 
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
+
+# An IPv4 host as the URL Standard serializes it: four decimal numbers 0-255, no leading zero.
+_DOTTED_QUAD_RE: Final = re.compile(
+    r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+    r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+)
+
 # A percent sign followed, or not, by two hexadecimal digits.
 _ESCAPE_RE: Final = re.compile(r"%([0-9A-Fa-f]{2})?")
 
@@ -390,7 +398,54 @@ def _ascii_host(host: str, scheme: str, url: str) -> str:
         if "" in host.split("."):
             raise InvalidURL(url, f"empty label in host {host!r}")
         raise InvalidURL(url, f"invalid character in host {host!r}")
+    if _ends_in_a_number(host):
+        return _ipv4_host(host, url)
     return host
+
+
+def _ends_in_a_number(host: str) -> bool:
+    """Whether the URL Standard reads *host* (ASCII, lower-case, no trailing dot) as an IPv4
+    address: its last label is decimal digits, or a number ``0x`` followed by hex digits."""
+    last = host.rpartition(".")[2]
+    if last.isdigit():
+        return True
+    return last.startswith("0x") and all(c in _HEX_DIGITS for c in last[2:])
+
+
+def _ipv4_number(part: str) -> int | None:
+    """One part of a numeric IPv4 host by the URL Standard: ``0x`` hex, ``0`` octal, else
+    decimal; ``None`` when it is not a number."""
+    if not part:
+        return None
+    radix = 10
+    if len(part) >= 2 and part.startswith("0x"):
+        part, radix = part[2:], 16
+    elif len(part) >= 2 and part.startswith("0"):
+        part, radix = part[1:], 8
+    if not part:
+        return 0
+    try:
+        return int(part, radix) if part.isalnum() else None
+    except ValueError:
+        return None
+
+
+def _ipv4_host(host: str, url: str) -> str:
+    """*host*, which ends in a number, as the dotted quad the URL Standard's IPv4 parser makes
+    of it (so ``2130706433``, ``0x7f.1``, ``127.1`` and ``0177.0.0.1`` are one host,
+    ``127.0.0.1``); :class:`InvalidURL` when it is not a valid IPv4 address."""
+    parts = host.split(".")
+    numbers = [_ipv4_number(part) for part in parts] if len(parts) <= 4 else [None]
+    if any(n is None for n in numbers):
+        raise InvalidURL(url, f"host {host!r} ends in a number but is not an IPv4 address")
+    values = [n for n in numbers if n is not None]
+    last = values.pop()
+    if any(n > 255 for n in values) or last >= 256 ** (4 - len(values)):
+        raise InvalidURL(url, f"IPv4 host {host!r} is out of range")
+    address = last
+    for i, n in enumerate(values):
+        address += n << (8 * (3 - i))
+    return ".".join(str((address >> shift) & 0xFF) for shift in (24, 16, 8, 0))
 
 
 def _normalize_fast(url: str) -> str | None:
@@ -398,6 +453,9 @@ def _normalize_fast(url: str) -> str | None:
     match = _NORMALIZED_RE.fullmatch(url)
     if match is None or "/." in match.group(3):
         return None
+    host = url[match.end(1) + 3 : match.start(3) if match.group(2) is None else match.start(2) - 1]
+    if host.rpartition(".")[2][:1].isdigit() and not _DOTTED_QUAD_RE.fullmatch(host):
+        return None  # a numeric host to read as an IPv4 address, or to refuse
     port = match.group(2)
     if port is not None and (int(port) > 65535 or port == _DEFAULT_PORTS[match.group(1)]):
         return None
@@ -447,6 +505,9 @@ def normalize_url(url: str) -> str:
     - the scheme and the host are lower-cased and an internationalized host is converted to
       punycode (IDNA 2003 through the standard library's codec, as w3lib and Scrapy do);
     - a trailing dot after the host is removed;
+    - a host that ends in a number is an IPv4 address, read as the URL Standard (and so every
+      browser) reads it, one to four parts, each decimal, octal (``0`` first) or hex (``0x``),
+      and written as a dotted quad; one that is not a valid address is refused;
     - the default port (80 for http, 443 for https, 21 for ftp) is removed and any other port
       loses its leading zeros;
     - the userinfo and the fragment are removed, since a row key can hold neither;
@@ -461,6 +522,8 @@ def normalize_url(url: str) -> str:
     'http://www.example.com/a/c~/%C3%A9t%C3%A9?q=x%20y&a=1'
     >>> normalize_url("https://bücher.example:0443")
     'https://xn--bcher-kva.example/'
+    >>> normalize_url("http://0x7f.1/"), normalize_url("http://2130706433/")
+    ('http://127.0.0.1/', 'http://127.0.0.1/')
 
     The query keeps its parameters in their original order. ``w3lib.url.canonicalize_url``
     sorts them (and rewrites ``?a`` as ``?a=``), but the order is part of the URL the server
@@ -471,8 +534,9 @@ def normalize_url(url: str) -> str:
     a response still has the same key) and normalizing again changes nothing.
 
     :class:`InvalidURL` is raised for what cannot be normalized: anything :func:`reverse_url`
-    would refuse, a host that cannot be converted to IDNA, a host with empty labels, and a host
-    with characters other than letters, digits, ``-``, ``_`` and ``.``.
+    would refuse, a host that cannot be converted to IDNA, a host with empty labels, a host
+    with characters other than letters, digits, ``-``, ``_`` and ``.``, and a host that ends in a
+    number but is not an IPv4 address.
     """
     return _normalize_fast(url) or _normalize_full(url)
 
