@@ -6,7 +6,8 @@ scheduler and its two downloader middlewares, the parse pipeline (``NUTCH_FETCHE
 the updatedb pipeline (``NUTCH_FETCHER_UPDATEDB``). It does all of it before the crawler exists
 too (``update_pre_crawler_settings``), so that ``scrapy list`` and ``scrapy settings --get``,
 which nutchy's commands make apply it (:mod:`nutchy.commands`), show the spider and the
-settings as the crawl has them. For the ``nutch`` spider it then checks the final settings
+settings as the crawl has them. The ``nutch_sitemap`` spider (:mod:`nutchy.sitemaps`) comes
+with it. For the ``nutch`` spider it then checks the final settings
 (:func:`nutchy._checks.check_components`): a ``SCHEDULER``, a downloader middleware order or a
 pipeline turned off that would leave the spider crawling nothing stops the crawl at start.
 """
@@ -61,6 +62,7 @@ class NutchAddon:
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
         # Before the spider loader exists: `scrapy crawl nutch` finds nutchy's spider.
         settings.add_to_list("SPIDER_MODULES", "nutchy.spiders")
+        settings.add_to_list("SPIDER_MODULES", "nutchy.sitemaps")  # the nutch_sitemap spider
         # And the rest, so that what `scrapy settings --get` shows is what the crawl gets; the
         # crawler's add-on does it again on its own copy of the settings (a no-op, unless the
         # spider's custom_settings changed what it sets).

@@ -344,6 +344,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("-out", required=True, type=Path, metavar="FILE", help="the image to write")
     plot.set_defaults(run=_plot)
+
+    sitemap = _subcommand(
+        commands,
+        "sitemap",
+        "add the URLs of sitemaps to the web table",
+        "Read sitemaps (and sitemap indexes, gzipped or not) and inject the URLs they list, with"
+        " their lastmod, changefreq and priority; URLs already in the table get the new interval"
+        " and priority, and are made due when the sitemap says they changed since their fetch."
+        " Exit code 0 when a sitemap was read, 1 when none could be.",
+    )
+    sitemap.add_argument(
+        "-sitemapUrls",
+        dest="sitemap_urls",
+        metavar="FILE",
+        help="a file of sitemap URLs, one a line (or URLs separated by commas)",
+    )
+    sitemap.add_argument(
+        "-robots",
+        action="store_true",
+        help="the sitemaps that the robots.txt of every host of the table names"
+        " (/sitemap.xml when it names none)",
+    )
+    sitemap.add_argument(
+        "-noStrict",
+        dest="strict",
+        action="store_false",
+        help="also take URLs that a sitemap may not list (another host, outside its folder)",
+    )
+    sitemap.add_argument(
+        "-noFilter",
+        dest="filter_urls",
+        action="store_false",
+        help="do not apply the URL filter (NUTCH_URLFILTER_REGEX_FILE)",
+    )
+    sitemap.add_argument(
+        "-noNorm", dest="normalize", action="store_false", help="do not normalize the URLs"
+    )
+    sitemap.set_defaults(run=_sitemap)
     return parser
 
 
@@ -837,6 +875,43 @@ def _plot(args: argparse.Namespace) -> int:
         f"Drew {result.rounds} rounds and {result.rows} rows into {result.path}"
         f"{skipped if history.skipped else ''}"
     )
+    return 0
+
+
+def _sitemap(args: argparse.Namespace) -> int:
+    from nutchy.jobs.sitemap import LABELS, read_sitemaps
+
+    if not args.sitemap_urls and not args.robots:
+        raise NutchError("nothing to read: give -sitemapUrls FILE, -robots, or both")
+    _settings(args)  # a bad -s is said here, before a child starts
+    overrides: dict[str, Any] = dict(item.partition("=")[::2] for item in args.settings)
+    if args.crawl_id is not None:
+        overrides["NUTCH_STORAGE_CRAWL_ID"] = args.crawl_id
+    if not args.verbose:
+        overrides = {"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, **overrides}
+    spider_args: dict[str, Any] = {
+        "robots": args.robots,
+        "strict": args.strict,
+        "filter": args.filter_urls,
+        "normalize": args.normalize,
+    }
+    if args.sitemap_urls:
+        spider_args["sitemaps"] = (
+            args.sitemap_urls
+            if "://" in args.sitemap_urls
+            else str(Path(args.sitemap_urls).resolve())
+        )
+    report = read_sitemaps(spider_args, overrides)
+    if report.code != 0:
+        print("nutchy sitemap: the sitemap crawl could not start", file=sys.stderr)
+        return 1
+    counts = report.counts
+    print(f"Read {counts.get('read', 0)} sitemaps: {counts.get('injected', 0)} new URLs")
+    for name, label in LABELS:
+        print(f"  {label + ':':<16}{counts.get(name, 0):>10}")
+    if not counts.get("read"):
+        print("nutchy sitemap: no sitemap could be read", file=sys.stderr)
+        return 1
     return 0
 
 

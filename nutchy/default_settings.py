@@ -331,6 +331,21 @@ NUTCH_PARTITION_URL_MODE = "byHost"
 # Seed mixed into the partition hash, as in Nutch's URLPartitioner.
 NUTCH_PARTITION_URL_SEED = 0
 
+# (nutchy only) How deep `nutchy sitemap` follows sitemap indexes: 1 reads the sitemaps an index
+# lists, 2 also indexes listed by an index (which the protocol does not allow, but sites do).
+NUTCH_SITEMAP_INDEX_DEPTH_MAX = 2
+
+# (nutchy only) Largest sitemap read, in bytes, downloaded and unzipped alike (the protocol's
+# limit is 50 MB uncompressed).
+NUTCH_SITEMAP_SIZE_MAX = 52428800
+
+# (nutchy only) Whether `nutchy sitemap -robots` tries /sitemap.xml on a host whose robots.txt
+# names no sitemap, as Nutch 1.x does by default.
+NUTCH_SITEMAP_TRY_DEFAULT = True
+
+# (nutchy only) Most URLs taken from one sitemap (the protocol's limit is 50,000).
+NUTCH_SITEMAP_URLS_MAX = 50000
+
 # Prefix of the table name: "<crawl id>_webpage", or "webpage" when empty.
 NUTCH_STORAGE_CRAWL_ID = ""
 

@@ -53,7 +53,7 @@ def new_project(tmp_path_factory) -> Path:
 def test_a_new_project_lists_the_spider_and_shows_nutchys_settings(new_project):
     listed = scrapy("list", cwd=new_project)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["nutch"]
+    assert listed.stdout.split() == ["nutch", "nutch_sitemap"]
     delay = scrapy("settings", "--get", "NUTCH_FETCHER_SERVER_DELAY", cwd=new_project)
     assert delay.stdout.strip() == "5.0", delay.stderr
     scheduler = scrapy("settings", "--get", "SCHEDULER", cwd=new_project)
@@ -64,7 +64,7 @@ def test_a_new_project_lists_the_spider_and_shows_nutchys_settings(new_project):
 def test_this_repository_lists_the_spider_and_shows_its_settings():
     listed = scrapy("list", cwd=REPO)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["nutch"]
+    assert listed.stdout.split() == ["nutch", "nutch_sitemap"]
     # the project lists only its own spiders: the add-on adds nutchy's
     assert 'SPIDER_MODULES = ["spiders"]\n' in (REPO / "settings" / "__init__.py").read_text()
     crawl_dir = scrapy("settings", "--get", "NUTCH_CRAWL_DIR", cwd=REPO)

@@ -189,7 +189,7 @@ def daemons(tmp_path_factory, project_copy, egg) -> Iterator[tuple[Scrapyd, Scra
             deployed = scrapyd_deploy(name, "--egg", str(egg), "--version", "1", cwd=project_copy)
             assert deployed.returncode == 0, deployed.stderr
             assert '"status": "ok"' in deployed.stdout, deployed.stdout
-            assert '"spiders": 1' in deployed.stdout, deployed.stdout
+            assert '"spiders": 2' in deployed.stdout, deployed.stdout
         yield pair
     finally:
         for daemon in pair:

@@ -127,6 +127,12 @@ def start_fetch_in_child(
     command = [sys.executable, "-m", "nutchy._fetchrun", batch_id, json.dumps(dict(overrides))]
     if partition is not None:
         command.append(partition)
+    return start_child(command)
+
+
+def start_child(command: list[str]) -> ChildFetch:
+    """Start *command*, a Scrapy crawl in a child process that writes its stats to the file
+    named by :data:`REPORT_ENV` (a new temporary file); return what waits for it."""
     handle, name = tempfile.mkstemp(prefix="nutchy-fetch-", suffix=".json")
     os.close(handle)
     report = Path(name)

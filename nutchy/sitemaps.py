@@ -1,0 +1,440 @@
+"""Sitemaps into the web table: the ``nutch_sitemap`` spider and its pipeline.
+
+``nutchy sitemap`` runs this spider in a child process (as ``nutchy crawl`` runs its fetches);
+inside a Scrapy project with nutchy's add-on it is also ``scrapy crawl nutch_sitemap``:
+
+- ``-a sitemaps=FILE`` (one sitemap URL a line, ``#`` comments) or ``-a sitemaps=URL,URL``:
+  sitemaps to read;
+- ``-a robots=true``: every host of the table, through its robots.txt: each ``Sitemap:`` line it
+  names, or ``/sitemap.xml`` when it names none (``NUTCH_SITEMAP_TRY_DEFAULT``);
+- ``-a strict=false``: take URLs a sitemap is not entitled to list (another host, or outside its
+  folder; :func:`nutchy.core.sitemap.may_list`), which are refused by default;
+- ``-a filter=false``, ``-a normalize=false``: as inject's ``-noFilter`` and ``-noNorm``.
+
+The spider reads sitemaps with Scrapy's own reader (:class:`scrapy.spiders.SitemapSpider`, which
+streams the XML and unzips ``.xml.gz`` within a size bound), follows sitemap indexes to
+``NUTCH_SITEMAP_INDEX_DEPTH_MAX`` levels, takes at most ``NUTCH_SITEMAP_URLS_MAX`` URLs from one
+sitemap and downloads at most ``NUTCH_SITEMAP_SIZE_MAX`` bytes of one (decoded bytes too). It is
+polite as the fetch is: robots.txt obeyed, one request at a time per host,
+``NUTCH_FETCHER_SERVER_DELAY`` apart. :class:`NutchSitemapPipeline` writes the entries, a few
+thousand at a time in a thread, with :func:`nutchy.core.sitemap.sitemap_change`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from scrapy import Request
+from scrapy.exceptions import NotConfigured
+from scrapy.spiders import SitemapSpider
+from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
+
+from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_change
+from nutchy.core.urls import InvalidURL, normalize_url, reverse_url
+from nutchy.exceptions import ConfigError
+from nutchy.jobs import _settings
+from nutchy.store import open_table
+from nutchy.store.schema import build_update
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+    from twisted.python.failure import Failure
+
+    from nutchy.core.urlfilter import RegexURLFilter
+    from nutchy.core.webpage import WebPage
+    from nutchy.store.schema import RowUpdate
+    from nutchy.store.table import WebTable
+
+__all__ = ["NutchSitemapPipeline", "NutchSitemapSpider", "SitemapEntries"]
+
+logger = logging.getLogger(__name__)
+
+#: Entries handed to the pipeline at a time.
+CHUNK: Final = 2000
+#: Meta keys of the spider's requests.
+META_DEPTH: Final = "nutch_sitemap_depth"
+META_ROBOTS_HOST: Final = "nutch_sitemap_robots_host"
+#: Fields of a row that :func:`~nutchy.core.sitemap.sitemap_change` reads.
+ROW_FIELDS: Final = (
+    "status",
+    "fetch_time",
+    "prev_fetch_time",
+    "fetch_interval",
+    "modified_time",
+    "stm_priority",
+    "markers",
+)
+_TRUE: Final = ("1", "true", "yes", "on")
+_FALSE: Final = ("0", "false", "no", "off")
+
+
+@dataclass(slots=True)
+class SitemapEntries:
+    """The item of the spider: entries of one sitemap, as Scrapy's reader gives them."""
+
+    sitemap: str
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    #: The host whose robots.txt named the sitemap, if one did.
+    robots_host: str | None = None
+
+
+def _flag(name: str, value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value.strip().lower() in _TRUE:
+        return True
+    if value.strip().lower() in _FALSE:
+        return False
+    raise ConfigError(f"-a {name} must be true or false, got {value!r}")
+
+
+def sitemap_urls(value: str) -> list[str]:
+    """The sitemap URLs of ``-a sitemaps=VALUE``: a file of them, one a line, or URLs
+    separated by commas or newlines."""
+    if "://" not in value:
+        path = Path(value)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the sitemap list {value}: {exc}") from None
+        lines = text.splitlines()
+    else:
+        lines = value.splitlines() if "\n" in value else value.split(",")
+    urls = [line.strip() for line in lines]
+    return [url for url in urls if url and not url.startswith("#")]
+
+
+class NutchSitemapSpider(SitemapSpider):
+    """Read sitemaps, and give their entries to :class:`NutchSitemapPipeline`."""
+
+    name = "nutch_sitemap"
+    # Scrapy's own scheduler and robots.txt middleware: not the fetch's table-driven ones.
+    custom_settings: dict[str, Any] | None = {
+        "SCHEDULER": "scrapy.core.scheduler.Scheduler",
+        "DOWNLOADER_MIDDLEWARES": {
+            "nutchy.middlewares.NutchFetchMiddleware": None,
+            "nutchy.robots.NutchRobotsMiddleware": None,
+        },
+        "ITEM_PIPELINES": {
+            "nutchy.pipelines.NutchParsePipeline": None,
+            "nutchy.pipelines.NutchDbUpdatePipeline": None,
+            "nutchy.sitemaps.NutchSitemapPipeline": 100,
+        },
+        "ROBOTSTXT_OBEY": True,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        "DOWNLOAD_DELAY_JITTER": 0,
+        "COOKIES_ENABLED": False,
+    }
+
+    def __init__(
+        self,
+        sitemaps: str = "",
+        robots: str | bool = False,
+        strict: str | bool = True,
+        filter: str | bool = True,
+        normalize: str | bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.sitemap_urls = sitemap_urls(sitemaps) if sitemaps else []
+        self.robots = _flag("robots", robots)
+        self.strict = _flag("strict", strict)
+        self.filter_urls = _flag("filter", filter)
+        self.normalize = _flag("normalize", normalize)
+        if not self.sitemap_urls and not self.robots:
+            raise ConfigError("nothing to read: give -a sitemaps=FILE|URLS, or -a robots=true")
+        self.urls_max = 50_000
+        self.depth_max = 2
+        self.try_default = True
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        super().update_settings(settings)
+        # Politeness as the fetch's: one request at a time to a host, the server delay apart.
+        delay = settings.get("NUTCH_FETCHER_SERVER_DELAY")
+        if delay is not None:
+            settings.set(
+                "DOWNLOAD_DELAY",
+                _settings.get_float(settings, "NUTCH_FETCHER_SERVER_DELAY"),
+                priority="spider",
+            )
+        # Scrapy's download handlers, its decompression middleware and its sitemap reader's
+        # gunzip all stop at DOWNLOAD_MAXSIZE.
+        if settings.get("NUTCH_SITEMAP_SIZE_MAX") is not None:
+            size_max = _settings.get_int(settings, "NUTCH_SITEMAP_SIZE_MAX", 1)
+            settings.set("DOWNLOAD_MAXSIZE", size_max, priority="spider")
+            warn = settings.getint("DOWNLOAD_WARNSIZE")
+            settings.set("DOWNLOAD_WARNSIZE", min(warn, size_max) if warn else 0, priority="spider")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        settings = crawler.settings
+        spider.urls_max = _settings.get_int(settings, "NUTCH_SITEMAP_URLS_MAX", 1)
+        spider.depth_max = _settings.get_int(settings, "NUTCH_SITEMAP_INDEX_DEPTH_MAX", 0)
+        spider.try_default = _settings.get_bool(settings, "NUTCH_SITEMAP_TRY_DEFAULT")
+        return spider
+
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.sitemap_urls:
+            yield self._request(url, 0, None)
+        if self.robots:
+            roots = await run_in_thread(self._roots)
+            self.crawler.stats.set_value("nutch/sitemap/hosts", len(roots))
+            for root in roots:
+                yield Request(
+                    root + "robots.txt",
+                    callback=self._parse_sitemap,
+                    errback=self._failed,
+                    meta={
+                        "dont_obey_robotstxt": True,
+                        "handle_httpstatus_all": True,
+                        META_ROBOTS_HOST: urlsplit(root).hostname,
+                    },
+                )
+
+    def _roots(self) -> list[str]:
+        """``scheme://host[:port]/`` of every row of the table, in key order."""
+        roots: list[str] = []
+        seen: set[str] = set()
+        table = open_table(self.crawler.settings)
+        try:
+            if not table.exists():
+                return roots
+            for page in table.scan(("fetch_time", "status", "score"), skip_errors=True):
+                parts = urlsplit(page.url)
+                root = f"{parts.scheme}://{parts.netloc}/"
+                if root not in seen:
+                    seen.add(root)
+                    roots.append(root)
+        finally:
+            table.close()
+        return roots
+
+    def _request(self, url: str, depth: int, robots_host: str | None) -> Request:
+        return Request(
+            url,
+            callback=self._parse_sitemap,
+            errback=self._failed,
+            meta={META_DEPTH: depth, META_ROBOTS_HOST: robots_host},
+        )
+
+    def _failed(self, failure: Failure) -> None:
+        self.crawler.stats.inc_value("nutch/sitemap/failed")
+        request = getattr(failure, "request", None)
+        logger.warning(
+            "Cannot read the sitemap %(url)s: %(error)s",
+            {"url": getattr(request, "url", "?"), "error": failure.getErrorMessage()},
+        )
+
+    def _parse_sitemap(self, response: Response) -> Iterable[Any]:
+        stats = self.crawler.stats
+        robots_host = response.meta.get(META_ROBOTS_HOST)
+        if response.url.endswith("/robots.txt") and META_DEPTH not in response.meta:
+            return self._from_robots(response, robots_host)
+        if response.status != 200:
+            stats.inc_value("nutch/sitemap/failed")
+            logger.warning("Cannot read the sitemap %s: HTTP %s", response.url, response.status)
+            return ()
+        body = self._get_sitemap_body(response)
+        reader = _reader(body) if body else None
+        if reader is None:
+            stats.inc_value("nutch/sitemap/invalid")
+            logger.warning("Not a sitemap (or over NUTCH_SITEMAP_SIZE_MAX): %s", response.url)
+            return ()
+        stats.inc_value("nutch/sitemap/read")
+        depth = response.meta.get(META_DEPTH, 0)
+        if reader.type == "sitemapindex":
+            return self._from_index(response.url, reader, depth, robots_host)
+        if reader.type == "urlset":
+            return self._from_urlset(response.url, reader, robots_host)
+        stats.inc_value("nutch/sitemap/invalid")
+        logger.warning("Not a sitemap (root element %r): %s", reader.type, response.url)
+        return ()
+
+    def _from_robots(self, response: Response, host: str | None) -> Iterator[Request]:
+        urls: list[str] = []
+        if response.status == 200:
+            urls = list(sitemap_urls_from_robots(response.body, base_url=response.url))
+        self.crawler.stats.inc_value("nutch/sitemap/robots_sitemaps", len(urls))
+        if not urls and self.try_default:
+            urls = [response.urljoin("/sitemap.xml")]
+        for url in urls:
+            yield self._request(url, 0, host)
+
+    def _from_index(
+        self, url: str, reader: Sitemap, depth: int, robots_host: str | None
+    ) -> Iterator[Request]:
+        if depth >= self.depth_max:
+            self.crawler.stats.inc_value("nutch/sitemap/index_too_deep")
+            logger.warning(
+                "Not following the sitemap index %s: NUTCH_SITEMAP_INDEX_DEPTH_MAX is %d",
+                url,
+                self.depth_max,
+            )
+            return
+        for entry in reader:
+            loc = str(entry.get("loc") or "").strip()
+            if loc.startswith(("http://", "https://")):
+                yield self._request(loc, depth + 1, robots_host)
+
+    def _from_urlset(
+        self, url: str, reader: Sitemap, robots_host: str | None
+    ) -> Iterator[SitemapEntries]:
+        stats = self.crawler.stats
+        item = SitemapEntries(url, robots_host=robots_host)
+        taken = 0
+        for entry in reader:
+            loc = str(entry.get("loc") or "")
+            if self.strict and not may_list(loc, url, robots_host):
+                stats.inc_value("nutch/sitemap/refused")
+                continue
+            if taken >= self.urls_max:
+                stats.inc_value("nutch/sitemap/over_limit")
+                continue
+            taken += 1
+            item.entries.append(entry)
+            if len(item.entries) >= CHUNK:
+                yield item
+                item = SitemapEntries(url, robots_host=robots_host)
+        if item.entries:
+            yield item
+        stats.inc_value("nutch/sitemap/urls", taken)
+
+
+def _reader(body: bytes) -> Sitemap | None:
+    try:
+        return Sitemap(body)
+    except Exception:  # noqa: BLE001 (lxml raises several kinds on what is not XML)
+        return None
+
+
+@dataclass(slots=True)
+class _Counts:
+    injected: int = 0
+    updated: int = 0
+    due: int = 0
+    known: int = 0
+    filtered: int = 0
+    malformed: int = 0
+    future: int = 0
+
+
+class NutchSitemapPipeline:
+    """Write sitemap entries to the web table (creating it when missing)."""
+
+    def __init__(
+        self,
+        table: WebTable,
+        *,
+        url_filter: RegexURLFilter | None,
+        normalize: bool,
+        default_interval: int,
+        default_score: float,
+        min_interval: int,
+        max_interval: int,
+        crawler: Crawler | None = None,
+    ) -> None:
+        self.table = table
+        self.url_filter = url_filter
+        self.normalize = normalize
+        self.default_interval = default_interval
+        self.default_score = default_score
+        self.min_interval = min_interval
+        self.max_interval = max_interval
+        self.crawler = crawler
+        self._lock = threading.Lock()
+        self._created = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        spider = crawler.spider
+        if not isinstance(spider, NutchSitemapSpider):
+            raise NotConfigured("only for the nutch_sitemap spider")
+        settings = crawler.settings
+        return cls(
+            open_table(settings),
+            url_filter=_settings.url_filter(settings) if spider.filter_urls else None,
+            normalize=spider.normalize,
+            default_interval=_settings.get_int(settings, "NUTCH_DB_FETCH_INTERVAL_DEFAULT", 1),
+            default_score=_settings.get_float(settings, "NUTCH_DB_SCORE_INJECTED"),
+            min_interval=_settings.get_int(
+                settings, "NUTCH_DB_FETCH_SCHEDULE_ADAPTIVE_MIN_INTERVAL", 1
+            ),
+            max_interval=_settings.get_int(settings, "NUTCH_DB_FETCH_INTERVAL_MAX", 1),
+            crawler=crawler,
+        )
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, SitemapEntries):
+            return item
+        counts = await run_in_thread(self.write, item.entries)
+        if self.crawler is not None and self.crawler.stats is not None:
+            for name, value in asdict(counts).items():
+                self.crawler.stats.inc_value(f"nutch/sitemap/{name}", value)
+        return item
+
+    async def close_spider(self) -> None:
+        await run_in_thread(self.table.close)
+
+    def write(self, raw_entries: list[dict[str, Any]], now: int | None = None) -> _Counts:
+        """Write *raw_entries* (one sitemap's, as Scrapy's reader gives them) at *now* (ms)."""
+        now = int(time.time() * 1000) if now is None else now
+        counts = _Counts()
+        entries: dict[str, SitemapEntry] = {}
+        for raw in raw_entries:
+            entry = make_entry(raw, now=now)
+            counts.future += entry.future
+            url = entry.url
+            try:
+                url = normalize_url(url) if self.normalize else url
+                key = reverse_url(url)
+            except InvalidURL:
+                counts.malformed += 1
+                continue
+            if self.url_filter is not None and not self.url_filter.accepts(url):
+                counts.filtered += 1
+                continue
+            entries[key] = entry
+        if not entries:
+            return counts
+
+        def change(key: str, page: WebPage | None) -> RowUpdate | None:
+            made = sitemap_change(
+                entries[key],
+                page,
+                now=now,
+                default_interval=self.default_interval,
+                default_score=self.default_score,
+                min_interval=self.min_interval,
+                max_interval=self.max_interval,
+            )
+            if made is None:
+                counts.known += 1
+                return None
+            fields, map_entries = made
+            if page is None:
+                counts.injected += 1
+            else:
+                counts.updated += 1
+                counts.due += "fetch_time" in fields
+            return build_update(key, fields, map_entries)
+
+        with self._lock:
+            if not self._created:
+                self.table.create()
+                self._created = True
+            self.table.modify(sorted(entries), ROW_FIELDS, change)
+        return counts

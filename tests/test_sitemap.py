@@ -1,0 +1,320 @@
+"""Sitemaps into the web table: ``nutchy sitemap``, on a loopback site, on both stores."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from nutchy.cli import main
+from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_change
+from nutchy.core.status import CrawlStatus, Mark
+from nutchy.core.urls import reverse_url
+from nutchy.core.webpage import WebPage
+from nutchy.store.table import WebTable
+from tests.sites import store_settings
+
+NOW = 1_800_000_000_000
+DAY = 86_400
+BOUNDS = {"default_interval": 30 * DAY, "default_score": 1.0, "min_interval": 60}
+
+
+def _urlset(
+    *urls: str, extra: str = "", namespace: str = "http://www.sitemaps.org/schemas/sitemap/0.9"
+) -> bytes:
+    body = "".join(f"<url><loc>{url}</loc>{extra}</url>" for url in urls)
+    return f'<?xml version="1.0"?><urlset xmlns="{namespace}">{body}</urlset>'.encode()
+
+
+class _Site:
+    """A loopback HTTP server answering from :attr:`pages` (path -> status, type, body) and
+    recording the paths asked for."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, tuple[int, str, bytes]] = {}
+        self.asked: list[str] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                site.asked.append(self.path)
+                status, kind, body = site.pages.get(self.path, (404, "text/plain", b"no"))
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add(self, path: str, body: bytes, kind: str = "application/xml", status: int = 200) -> None:
+        self.pages[path] = (status, kind, body)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def site() -> Iterator[_Site]:
+    served = _Site()
+    yield served
+    served.close()
+
+
+def _run(store, *args: str, **settings: object) -> int:
+    options = {**store_settings(store), "NUTCH_FETCHER_SERVER_DELAY": 0, **settings}
+    flags = [item for name, value in options.items() for item in ("-s", f"{name}={value}")]
+    return main(["sitemap", *args, *flags])
+
+
+# --- what one entry does ---------------------------------------------------------------------
+
+
+def test_an_entry_reads_the_w3c_forms_and_ignores_what_it_cannot_read():
+    entry = make_entry(
+        {"loc": " http://a.com/x ", "lastmod": "soon", "changefreq": "often", "priority": "2"},
+        now=NOW,
+    )
+    assert entry == SitemapEntry("http://a.com/x")
+    ahead = make_entry({"loc": "http://a.com/", "lastmod": "2099-01-01"}, now=NOW)
+    assert ahead.lastmod is None and ahead.future
+    full = make_entry(
+        {"loc": "http://a.com/", "lastmod": "2024-02-03T04:05:06.5+02:00", "changefreq": "Weekly"},
+        now=NOW,
+    )
+    assert (full.lastmod, full.interval) == (1706925906500, 7 * DAY)
+
+
+def test_a_sitemap_lists_its_own_folder_or_what_robots_txt_entitles_it_to():
+    assert may_list("http://a.com/d/e/f", "http://a.com/d/sitemap.xml")
+    assert not may_list("http://a.com/other", "http://a.com/d/sitemap.xml")
+    assert not may_list("https://a.com/d/x", "http://a.com/d/sitemap.xml")
+    assert not may_list("http://a.com:81/x", "http://a.com/sitemap.xml")
+    assert not may_list("http://b.com/x", "http://a.com/sitemap.xml")
+    assert may_list("http://b.com/x", "http://a.com/sitemap.xml", robots_host="b.com")
+    assert not may_list("http://c.com/x", "http://a.com/sitemap.xml", robots_host="b.com")
+
+
+def test_a_new_url_gets_the_hints_and_a_known_one_keeps_its_score():
+    entry = SitemapEntry("http://a.com/", lastmod=NOW - 5, interval=1, priority=0.25)
+    fields, entries = sitemap_change(entry, None, now=NOW, max_interval=90 * DAY, **BOUNDS)
+    assert fields == {
+        "fetch_time": NOW,
+        "fetch_interval": 60,  # an interval of 1 s is raised to the minimum
+        "score": 0.25,
+        "modified_time": NOW - 5,
+        "stm_priority": 0.25,
+    }
+    assert entries["markers"] == {Mark.DISTANCE: "0", Mark.INJECT: Mark.INJECT_SEED}
+    known = WebPage("com.a:http/", score=7.0, fetch_interval=60, fetch_time=NOW + 10)
+    change = sitemap_change(entry, known, now=NOW, max_interval=90 * DAY, **BOUNDS)
+    assert change == ({"stm_priority": 0.25}, {})
+    same = WebPage("com.a:http/", fetch_interval=60, stm_priority=0.25)
+    assert sitemap_change(entry, same, now=NOW, max_interval=90 * DAY, **BOUNDS) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "lastmod", "marked", "due"),
+    [
+        (CrawlStatus.FETCHED, NOW - 1_000, False, True),  # changed after the fetch
+        (CrawlStatus.NOTMODIFIED, NOW - 1_000, False, True),
+        (CrawlStatus.FETCHED, NOW - 9_000, False, False),  # changed before the fetch
+        (CrawlStatus.FETCHED, NOW - 1_000, True, False),  # in a batch: the batch fetches it
+        (CrawlStatus.UNFETCHED, NOW - 1_000, False, False),  # never fetched: due anyway
+    ],
+)
+def test_a_changed_lastmod_makes_a_fetched_page_due(status, lastmod, marked, due):
+    page = WebPage(
+        "com.a:http/",
+        status=status,
+        prev_fetch_time=NOW - 5_000,
+        modified_time=NOW - 6_000,
+        fetch_time=NOW + 10 * DAY * 1000,
+        fetch_interval=30 * DAY,
+        markers={Mark.GENERATE: "b1"} if marked else {},
+    )
+    entry = SitemapEntry("http://a.com/", lastmod=lastmod)
+    change = sitemap_change(entry, page, now=NOW, max_interval=90 * DAY, **BOUNDS)
+    assert (change is not None and change[0].get("fetch_time") == NOW) is due
+
+
+# --- nutchy sitemap ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_robots_txt_leads_to_an_index_of_plain_and_gzipped_sitemaps(site, store, capsys):
+    root = site.root
+    site.add(
+        "/robots.txt",
+        f"User-agent: *\nDisallow: /private/\nSitemap: {root}/index.xml\n".encode(),
+        "text/plain",
+    )
+    site.add(
+        "/index.xml",
+        (
+            '<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<sitemap><loc>{root}/docs/a.xml</loc></sitemap>"
+            f"<sitemap><loc>{root}/b.xml.gz</loc></sitemap>"
+            f"<sitemap><loc>{root}/private/c.xml</loc></sitemap>"
+            "</sitemapindex>"
+        ).encode(),
+    )
+    site.add(
+        "/docs/a.xml",
+        _urlset(
+            f"{root}/docs/one",
+            extra="<lastmod>2024-05-01</lastmod><changefreq>daily</changefreq><priority>0.8</priority>",
+        )
+        + b"",
+    )
+    site.add(
+        "/b.xml.gz",
+        gzip.compress(_urlset(f"{root}/two", f"{root}/three", "http://other.example/x")),
+        "application/octet-stream",
+    )
+    site.add("/private/c.xml", _urlset(f"{root}/private/secret"))
+    table = WebTable(store)
+    # A row of another host, where nothing listens: its robots.txt fails.
+    table.update(reverse_url("http://127.0.0.2:9/"), {"fetch_time": NOW, "score": 1.0})
+    table.update(reverse_url(f"{root}/"), {"fetch_time": NOW, "score": 1.0, "status": 2})
+
+    assert _run(store, "-robots") == 0
+    out = capsys.readouterr().out
+    # The index and two sitemaps; /private/ is disallowed, 127.0.0.2:9 does not answer.
+    assert "Read 3 sitemaps: 3 new URLs" in out
+    assert _count(out, "sitemaps failed") == 2
+    one = table.get(f"{root}/docs/one")
+    assert one is not None
+    assert (one.fetch_interval, one.modified_time) == (DAY, 1714521600000)
+    assert one.score == pytest.approx(0.8) and one.stm_priority == pytest.approx(0.8)
+    assert one.markers[Mark.INJECT] == Mark.INJECT_SEED
+    assert table.get(f"{root}/two") is not None and table.get(f"{root}/three") is not None
+    assert table.get("http://other.example/x") is None  # not this sitemap's to list
+    assert table.get(f"{root}/private/secret") is None
+    assert "/private/c.xml" not in site.asked
+    assert "other sites:" in out and _count(out, "other sites") == 1
+
+
+def _count(out: str, label: str) -> int:
+    line = next(line for line in out.splitlines() if line.strip().startswith(label + ":"))
+    return int(line.rsplit(None, 1)[1])
+
+
+@pytest.mark.slow
+def test_bad_sitemaps_are_counted_and_the_good_ones_read(
+    site, embedded_store_factory, tmp_path, capsys
+):
+    store = embedded_store_factory()
+    root = site.root
+    bomb = gzip.compress(b"<urlset>" + b" " * (8 << 20) + b"</urlset>")
+    site.add("/bomb.xml.gz", bomb, "application/octet-stream")
+    site.add("/broken.xml", _urlset(f"{root}/ok1", f"{root}/ok2")[:-30])  # cut mid-document
+    site.add("/odd-ns.xml", _urlset(f"{root}/ns", namespace="http://example.com/not-sitemaps"))
+    site.add("/future.xml", _urlset(f"{root}/f", extra="<lastmod>2999-01-01</lastmod>"))
+    site.add("/many.xml", _urlset(*(f"{root}/m{i}" for i in range(5))))
+    site.add("/html.xml", b"<html><body>not a sitemap</body></html>", "text/html")
+    site.add("/gone.xml", b"", status=410)
+    listing = tmp_path / "sitemaps.txt"
+    listing.write_text(
+        "# sitemaps\n"
+        + "".join(
+            f"{root}/{name}\n"
+            for name in (
+                "bomb.xml.gz",
+                "broken.xml",
+                "odd-ns.xml",
+                "future.xml",
+                "many.xml",
+                "html.xml",
+                "gone.xml",
+            )
+        ),
+        encoding="utf-8",
+    )
+    assert (
+        _run(
+            store,
+            "-sitemapUrls",
+            str(listing),
+            NUTCH_SITEMAP_SIZE_MAX=1 << 20,
+            NUTCH_SITEMAP_URLS_MAX=3,
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    table = WebTable(store)
+    urls = {page.url for page in table.scan(("fetch_time",))}
+    assert f"{root}/ok1" in urls  # what came before the break
+    assert f"{root}/ns" in urls  # the namespace is not checked
+    assert {f"{root}/m{i}" for i in range(3)} <= urls and f"{root}/m3" not in urls
+    future = table.get(f"{root}/f")
+    assert future is not None and future.modified_time == 0
+    assert _count(out, "over the limit") == 2
+    assert _count(out, "lastmod ahead") == 1
+    assert _count(out, "not sitemaps") == 2  # the bomb (over the size bound) and the HTML page
+    assert _count(out, "sitemaps failed") == 1  # 410
+
+
+@pytest.mark.slow
+def test_a_sitemap_saying_a_fetched_page_changed_makes_it_due(site, embedded_store_factory, capsys):
+    store = embedded_store_factory()
+    root = site.root
+    table = WebTable(store)
+    table.create()
+    fetched_at = int(time.time() * 1000) - 10 * DAY * 1000
+    later = fetched_at + 30 * DAY * 1000
+    for name in ("changed", "same"):
+        table.update(
+            reverse_url(f"{root}/{name}"),
+            {
+                "status": int(CrawlStatus.FETCHED),
+                "prev_fetch_time": fetched_at,
+                "fetch_time": later,
+                "fetch_interval": 30 * DAY,
+                "score": 3.0,
+            },
+        )
+    site.add(
+        "/sitemap.xml",
+        (
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<url><loc>{root}/changed</loc><lastmod>{_iso(fetched_at + 3600_000)}</lastmod></url>"
+            f"<url><loc>{root}/same</loc><lastmod>{_iso(fetched_at - 3600_000)}</lastmod>"
+            "<changefreq>weekly</changefreq></url></urlset>"
+        ).encode(),
+    )
+    before = int(time.time() * 1000)
+    assert _run(store, "-sitemapUrls", f"{root}/sitemap.xml") == 0
+    changed, same = table.get(f"{root}/changed"), table.get(f"{root}/same")
+    assert changed is not None and same is not None
+    assert before <= changed.fetch_time <= int(time.time() * 1000)
+    assert changed.score == 3.0  # OPIC's score is kept
+    assert (same.fetch_time, same.fetch_interval) == (later, 7 * DAY)
+    assert _count(capsys.readouterr().out, "made due") == 1
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def test_nothing_to_read_is_a_usage_error(embedded_store_factory, capsys):
+    store = embedded_store_factory()
+    assert _run(store) == 2
+    assert "nothing to read" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_no_sitemap_read_is_exit_code_1(site, embedded_store_factory, capsys):
+    store = embedded_store_factory()
+    assert _run(store, "-sitemapUrls", f"{site.root}/missing.xml") == 1
+    assert "no sitemap could be read" in capsys.readouterr().err
