@@ -40,6 +40,12 @@ batch_fetched: Final = object()
 #: Same arguments; handlers may be asynchronous and are awaited.
 batch_parsed: Final = object()
 
+#: Sent after :data:`batch_parsed` when its handlers succeeded on a batch the crawl fetched whole
+#: and the updatedb pipeline is on: the batch is updated.
+#: :class:`~nutchy.index.pipeline.NutchIndexPipeline` indexes it. Argument: ``batch_id``;
+#: handlers may be asynchronous and are awaited.
+batch_updated: Final = object()
+
 #: The batch argument that fetches every generated row (Nutch's ``-all``).
 ALL_BATCHES: Final = "-all"
 

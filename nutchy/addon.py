@@ -42,6 +42,8 @@ ROBOTS_MIDDLEWARE_ORDER = 90
 PARSE_PIPELINE_ORDER = 100
 #: The updatedb pipeline sees no items (it acts when a batch ends); it sits after the others.
 UPDATEDB_PIPELINE_ORDER = 900
+#: The index pipeline sees no items either (it acts once a batch is updated).
+INDEX_PIPELINE_ORDER = 950
 
 
 class NutchAddon:
@@ -69,6 +71,7 @@ class NutchAddon:
         cls().update_settings(settings)
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from nutchy.index.pipeline import NutchIndexPipeline
         from nutchy.middlewares import NutchFetchMiddleware
         from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
         from nutchy.robots import NutchRobotsMiddleware
@@ -86,6 +89,9 @@ class NutchAddon:
         )
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", NutchDbUpdatePipeline, UPDATEDB_PIPELINE_ORDER
+        )
+        settings.setdefault_in_component_priority_dict(
+            "ITEM_PIPELINES", NutchIndexPipeline, INDEX_PIPELINE_ORDER
         )
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:

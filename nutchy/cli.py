@@ -24,6 +24,7 @@ from nutchy.core.generate import new_batch_id
 from nutchy.core.inject import InjectMode
 from nutchy.core.status import Mark
 from nutchy.exceptions import NutchError, UnknownBatch
+from nutchy.index.commands import run_index, run_search
 from nutchy.jobs._batches import require_batch
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._regions import Tasks, key_text, table_splits
@@ -382,6 +383,36 @@ def build_parser() -> argparse.ArgumentParser:
         "-noNorm", dest="normalize", action="store_false", help="do not normalize the URLs"
     )
     sitemap.set_defaults(run=_sitemap)
+
+    index = _subcommand(
+        commands,
+        "index",
+        "index the pages of a batch (or of every batch) into the index writers",
+        "Build a document of each page that updatedb updated in batch ID (or of every page with"
+        " -all) through NUTCH_INDEXING_FILTERS and write it to every one of NUTCH_INDEX_WRITERS"
+        " (the embedded index by default); pages gone, redirected, duplicates or noindex are"
+        " deleted from them (docs/index.md).",
+    )
+    _batch_or_all(index)
+    index.add_argument(
+        "-rebuild", action="store_true", help="with -all: start every index from empty"
+    )
+    index.set_defaults(run=_index)
+
+    search = _subcommand(
+        commands,
+        "search",
+        "search the embedded index",
+        "Print the best pages of the embedded index (NUTCH_INDEXER_EMBEDDED_PATH) for QUERY:"
+        ' words, "a phrase", +must, -not, field:word (title, content, anchor, url, host, type)'
+        " (docs/index.md).",
+    )
+    search.add_argument("query", metavar="QUERY", help="the query")
+    search.add_argument(
+        "-n", dest="limit", type=_positive_int, default=10, metavar="N", help="N hits (default 10)"
+    )
+    search.add_argument("-json", action="store_true", help="print the hits as one JSON object")
+    search.set_defaults(run=_search)
     return parser
 
 
@@ -913,6 +944,16 @@ def _sitemap(args: argparse.Namespace) -> int:
         print("nutchy sitemap: no sitemap could be read", file=sys.stderr)
         return 1
     return 0
+
+def _index(args: argparse.Namespace) -> int:
+    if args.rebuild and not args.all:
+        print("nutchy index: -rebuild rebuilds every index: use it with -all", file=sys.stderr)
+        return 2
+    return run_index(_settings(args), None if args.all else args.batch_id, args.rebuild)
+
+
+def _search(args: argparse.Namespace) -> int:
+    return run_search(_settings(args), args.query, args.limit, as_json=args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.utils.asyncio import run_in_thread
 
-from nutchy._fetch import batch_fetched, batch_parsed
+from nutchy._fetch import batch_fetched, batch_parsed, batch_updated
 from nutchy.core.generate import new_batch_id
 from nutchy.exceptions import StoreError
 from nutchy.jobs.generate import GenerateOptions, generate
@@ -149,6 +149,8 @@ class RoundDriver:
         )
         if any(isinstance(result, BaseException) for _, result in results):
             return "nutch_update_failed"
+        if complete and self.updates:
+            await self.signals.send_catch_log_async(batch_updated, batch_id=job.batch_id)
         return "finished"
 
     def not_whole(self, job: FetchJob, why: str) -> None:

@@ -40,6 +40,7 @@ from nutchy.addon import NutchAddon
 from nutchy.core.fetch import FetchEntry
 from nutchy.core.status import ProtocolStatusCode
 from nutchy.exceptions import ConfigError
+from nutchy.index.pipeline import NutchIndexPipeline
 from nutchy.middlewares import (
     AnswerRecorded,
     FetchFailed,
@@ -64,7 +65,11 @@ def test_addon_turns_nutchy_on_and_keeps_project_settings():
     assert middlewares[NutchFetchMiddleware] == 40
     assert sorted(middlewares.values()) == [40, 90]
     pipelines = settings.getdict("ITEM_PIPELINES")
-    assert pipelines == {NutchParsePipeline: 100, NutchDbUpdatePipeline: 900}
+    assert pipelines == {
+        NutchParsePipeline: 100,
+        NutchDbUpdatePipeline: 900,
+        NutchIndexPipeline: 950,  # off unless NUTCH_FETCHER_INDEX
+    }
     assert "nutchy.spiders" in settings.getlist("SPIDER_MODULES")
     assert settings.getfloat("NUTCH_FETCHER_SERVER_DELAY") == 1.5  # the project's value wins
     assert settings.getint("NUTCH_HTTP_CONTENT_LIMIT") == 65536  # a registered default

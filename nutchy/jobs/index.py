@@ -49,11 +49,9 @@ __all__ = ["DELETED_STATUSES", "IndexAction", "IndexCounts", "index", "index_act
 
 logger = logging.getLogger(__name__)
 
-#: Crawl statuses whose rows leave the index. ``nutchy dedup``'s duplicate status joins them
-#: once the status model has it (Nutch 1.x's ``STATUS_DB_DUPLICATE``).
+#: Crawl statuses whose rows leave the index (DUPLICATE: marked by ``nutchy dedup``).
 DELETED_STATUSES: Final = frozenset(
-    {CrawlStatus.GONE, CrawlStatus.REDIR_TEMP, CrawlStatus.REDIR_PERM}
-    | ({CrawlStatus["DUPLICATE"]} if "DUPLICATE" in CrawlStatus.__members__ else set())
+    {CrawlStatus.GONE, CrawlStatus.REDIR_TEMP, CrawlStatus.REDIR_PERM, CrawlStatus.DUPLICATE}
 )
 _INDEXABLE_STATUSES: Final = frozenset({CrawlStatus.FETCHED, CrawlStatus.NOTMODIFIED})
 #: The fields the job itself reads to judge a row.
