@@ -122,7 +122,8 @@ def test_two_crawls_indexed_and_searched(crawl_dir, site, capsys):
     assert nutchy(crawl_dir, "dedup") == 0
     assert nutchy(crawl_dir, "index", "-all") == 0
     assert "7 rows read, 6 indexed, 1 deleted" in capsys.readouterr().err
-    assert found(crawl_dir, "small red", capsys) == ["cherries-1"]
+    kept = found(crawl_dir, "small red", capsys)
+    assert kept in (["cherries-1"], ["cherries-2"])  # the one dedup kept (by its order)
 
     # The plain output: rank, title, URL, snippet; the count on standard error.
     assert nutchy(crawl_dir, "search", "bananas") == 0
@@ -145,11 +146,11 @@ def test_two_crawls_indexed_and_searched(crawl_dir, site, capsys):
     assert rows["/durian"].markers[Mark.UPDATEDB] != batch  # 404: no parse, no new updatedb mark
     capsys.readouterr()
     assert nutchy(crawl_dir, "index", batch) == 0
-    assert "6 rows read, 5 indexed, 2 deleted, 1 kept out by a filter" in capsys.readouterr().err
+    assert "6 rows read, 4 indexed, 2 deleted, 1 kept out by a filter" in capsys.readouterr().err
 
     assert found(crawl_dir, "yellow", capsys) == []
     assert found(crawl_dir, "smells", capsys) == []
-    assert found(crawl_dir, "trees OR small", capsys) == ["apples", "cherries-1", "cherries-2"]
+    assert found(crawl_dir, "trees OR small", capsys) == ["apples", *kept]
     # The Python API sees the same index.
     hits = search(crawl_dir / "crawl", "zanzibar OR trees", limit=5)
     assert sorted(hit.url.removeprefix(base) for hit in hits) == ["/", "/apples", "/elsewhere"]
@@ -162,7 +163,7 @@ def test_two_crawls_indexed_and_searched(crawl_dir, site, capsys):
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("nutchy search: no index in ") and "nutchy index -all" in line
     assert nutchy(crawl_dir, "index", "-all", "-rebuild") == 0
-    assert "7 rows read, 5 indexed, 0 deleted" in capsys.readouterr().err
+    assert "7 rows read, 4 indexed, 0 deleted" in capsys.readouterr().err
     assert found(crawl_dir, "trees", capsys) == ["apples"]
     assert found(crawl_dir, "smells OR yellow", capsys) == []
 
