@@ -14,11 +14,14 @@ from nutchy.core.status import CrawlStatus, Mark, ParseStatus, ParseStatusMajor,
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError, IndexWriterError
+from nutchy.index import search
 from nutchy.index.chain import load_filters, load_writers
 from nutchy.index.document import Document
+from nutchy.index.embedded import EmbeddedIndexWriter
 from nutchy.index.filters import BasicIndexingFilter, MetadataIndexingFilter, clean_text
 from nutchy.index.writers import CSVIndexWriter, JSONLinesIndexWriter
 from nutchy.jobs.index import index
+from nutchy.store.schema import RowUpdate
 from nutchy.store.table import WebTable
 
 NOW = 1_700_000_000_000
@@ -235,3 +238,54 @@ def test_file_writers_name_their_file_when_they_fail(tmp_path):
     assert rows[1][rows[0].index("anchor")] == "x|y"
     assert rows[1][-1] == "en"
     assert rows[2][:2] == ["delete", "http://b/"]
+
+
+def test_a_50_mb_text_is_cut_and_a_row_that_does_not_decode_is_left_out(
+    embedded_store_factory, tmp_path, caplog
+):
+    store = embedded_store_factory()
+    store.create()
+    table = WebTable(store)
+    put(table, "http://a.example/huge", text="lorem ipsum " * 4_400_000)  # 52.8 MB
+    put(table, "http://a.example/bad")
+    put(table, "http://a.example/ok", text="a NUL \x00 and a \u202e bidi override")
+    # Text that is not UTF-8, as another writer of the table may leave it.
+    store.write([RowUpdate(reverse_url("http://a.example/bad").encode(), {b"p:c": b"\xff\xfe"})])
+    writers = {
+        "nutchy.index.embedded.EmbeddedIndexWriter": 100,
+        "nutchy.index.writers.JSONLinesIndexWriter": 200,
+    }
+
+    counts = run(table, tmp_path, NUTCH_INDEX_WRITERS=writers)
+
+    assert (counts.rows, counts.indexed, counts.unreadable) == (2, 2, 1)
+    assert "Skipped row b'example.a:http/bad'" in caplog.text
+    docs = {doc["id"]: doc for doc in jsonl(tmp_path)}
+    assert len(docs["http://a.example/huge"]["content"]) == 100_000  # the default limit
+    assert docs["http://a.example/ok"]["content"] == "a NUL \x00 and a \u202e bidi override"
+    hits = search(tmp_path, "ipsum")
+    assert [hit.url for hit in hits] == ["http://a.example/huge"]
+    assert search(tmp_path, "bidi")[0].url == "http://a.example/ok"
+
+
+def test_text_that_is_not_unicode_is_written_with_replacement_characters(tmp_path):
+    # A page built in memory (the table itself cannot hold lone surrogates).
+    page = WebPage(
+        reverse_url("http://a.example/"),
+        title="caf\udce9",
+        text="broken \udcff text",
+        inlinks={"http://b.example/": "anchor \ud800"},
+    )
+    chain = load_filters(settings(tmp_path))
+    doc = chain.document(page)
+    assert (doc.title, doc.content, doc.anchor) == (
+        "caf\ufffd",
+        "broken \ufffd text",
+        ["anchor \ufffd"],
+    )
+    writer = EmbeddedIndexWriter(tmp_path / "index")
+    writer.open()
+    writer.write([doc])
+    writer.commit()
+    writer.close()
+    assert [hit.title for hit in search(tmp_path, "broken")] == ["caf\ufffd"]

@@ -14,7 +14,7 @@ from nutchy.exceptions import ConfigError
 from nutchy.index.document import Document
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scrapy.settings import BaseSettings
 
@@ -72,11 +72,22 @@ class IndexingFilters:
         #: The page fields the filters read.
         self.fields: frozenset[str] = frozenset().union(*(f.fields for f in self.filters))
 
-    def document(self, page: WebPage) -> Document | None:
-        """The document of *page*, or ``None`` when a filter keeps it out of the index."""
+    def document(
+        self, page: WebPage, load: Callable[[WebPage, frozenset[str]], None] | None = None
+    ) -> Document | None:
+        """The document of *page*, or ``None`` when a filter keeps it out of the index.
+
+        *load(page, fields)* reads more *fields* of the page's row into *page*, for a filter
+        whose ``more_fields(page)`` asks for fields not read yet.
+        """
         doc: Document | None = Document(page.url)
         for step in self.filters:
             assert doc is not None
+            more = getattr(step, "more_fields", None)
+            if more is not None and load is not None:
+                missing = more(page) - page.loaded
+                if missing:
+                    load(page, missing)
             doc = step.filter(doc, page)
             if doc is None:
                 return None

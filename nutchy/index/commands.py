@@ -35,7 +35,8 @@ def run_index(settings: BaseSettings, batch_id: str | None, rebuild: bool) -> in
     print(
         f"nutchy index: {counts.rows} rows read, {counts.indexed} indexed, {counts.deleted}"
         f" deleted, {counts.filtered} kept out by a filter (noindex), {counts.skipped} not"
-        f" indexable (not fetched, retry, not parsed), in {time.monotonic() - started:.1f} s;"
+        f" indexable (not fetched, retry, not parsed), {counts.unreadable} unreadable (logged),"
+        f" in {time.monotonic() - started:.1f} s;"
         f" into {', '.join(w.describe() for w in writers)}",
         file=sys.stderr,
     )

@@ -11,6 +11,9 @@ A filter is any class with:
 - ``fields``, the WebPage fields it reads (the job reads the union of all filters' fields, and
   no more, from the table);
 - ``filter(doc, page)``;
+- optionally ``more_fields(page)``, the fields it needs for this page beyond ``fields``: the job
+  reads them for that row alone before calling ``filter`` (the robots filter reads a page's
+  content only when its parse left neither title nor text);
 - optionally ``from_settings(settings)``, a classmethod that reads its settings and returns an
   instance (Scrapy's ``from_crawler`` pattern without a crawler); without it, the class is called
   with no argument.
@@ -52,7 +55,7 @@ class IndexingFilter(Protocol):
     """What the index job asks of an indexing filter (see the module docstring)."""
 
     #: The :class:`~nutchy.core.webpage.WebPage` fields :meth:`filter` reads.
-    fields: ClassVar[frozenset[str]]
+    fields: frozenset[str]
 
     def filter(self, doc: Document, page: WebPage) -> Document | None:
         """Return *doc* with this filter's fields added, or ``None`` to keep *page* out of the
@@ -96,7 +99,6 @@ class BasicIndexingFilter:
             "modified_time",
             "signature",
             "score",
-            "markers",
         }
     )
 
@@ -167,8 +169,6 @@ class MetadataIndexingFilter:
     (``NUTCH_INDEX_METADATA``) become document fields of the same name, their bytes read as
     UTF-8. A key the row does not have adds nothing."""
 
-    fields: ClassVar[frozenset[str]] = frozenset({"metadata"})
-
     def __init__(self, keys: list[str]) -> None:
         clash = [key for key in keys if key in STANDARD_FIELDS]
         if clash:
@@ -176,6 +176,8 @@ class MetadataIndexingFilter:
                 f"NUTCH_INDEX_METADATA: {', '.join(clash)} would replace a standard index field"
             )
         self.keys = keys
+        #: No key, no metadata read.
+        self.fields = frozenset({"metadata"} if keys else ())
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
@@ -237,12 +239,15 @@ class RobotsMetaIndexingFilter:
     ``indexer.delete.robots.noindex``; *enabled* is ``NUTCH_INDEXER_DELETE_ROBOTS_NOINDEX``).
 
     nutchy's parser empties the title and text of such a page; only a page with neither has its
-    content looked at, so the cost is on those pages alone.
+    content read and looked at, so the cost is on those pages alone.
     """
 
-    fields: ClassVar[frozenset[str]] = frozenset(
-        {"title", "text", "content", "headers", "content_type"}
-    )
+    fields: ClassVar[frozenset[str]] = frozenset({"title", "text", "headers"})
+
+    def more_fields(self, page: WebPage) -> frozenset[str]:
+        if self.enabled and not (page.title or page.text):
+            return frozenset({"content"})
+        return frozenset()
 
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled

@@ -99,6 +99,8 @@ class IndexCounts:
     #: Rows a filter kept out of the index (a ``noindex`` robots meta tag).
     filtered: int = 0
     skipped: int = 0
+    #: Rows left out because a cell did not decode (logged, each with its row and column).
+    unreadable: int = 0
 
 
 def index(
@@ -119,6 +121,7 @@ def index(
     if rebuild:
         batch_id = None
     run = _Run(table, filters, writers, progress)
+    skipped_before = table.skipped
     opened: list[IndexWriter] = []
     try:
         for writer in writers:
@@ -134,6 +137,7 @@ def index(
                 run.sweep(batch_id)
             run.flush()
             run.commit()
+        run.counts.unreadable = table.skipped - skipped_before
     finally:
         errors = []
         for writer in opened:
@@ -174,7 +178,7 @@ class _Run:
             self.progress.advance()
         action = index_action(page)
         if action is IndexAction.INDEX:
-            doc = self.filters.document(page)
+            doc = self.filters.document(page, self.load)
             if doc is not None:
                 self.add(page, doc)
                 return
@@ -185,6 +189,15 @@ class _Run:
                 self.delete(page)
         else:
             self.counts.skipped += 1
+
+    def load(self, page: WebPage, fields: frozenset[str]) -> None:
+        """Read *fields* of *page*'s row into *page* (a filter's ``more_fields``); a row gone
+        meanwhile leaves them at their defaults."""
+        row = self.table.get_key(page.key, fields)
+        if row is not None:
+            for name in fields:
+                setattr(page, name, getattr(row, name))
+        page.loaded = page.loaded | fields
 
     def sweep(self, batch_id: str) -> None:
         """Delete the indexed rows that are now gone, redirected or duplicates (rows of another
