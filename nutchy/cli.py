@@ -836,6 +836,12 @@ def _dedup(args: argparse.Namespace) -> int:
         f" {result.skipped} undecodable rows skipped)",
         file=sys.stderr,
     )
+    if result.sort.runs:
+        print(
+            f"nutchy dedup: sorted in {result.sort.runs} runs spilled to disk"
+            f" ({result.sort.spilled_bytes / 2**20:.1f} MB, deleted)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -10,7 +10,7 @@ from nutchy.core.dedup import parse_compare_order
 from nutchy.core.status import CrawlStatus, Metadata
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import ALL_FIELDS, WebPage
-from nutchy.jobs.dedup import DedupOptions, dedup, external_sort
+from nutchy.jobs.dedup import DedupOptions, SortStats, dedup, external_sort
 from nutchy.store.schema import RowUpdate
 from nutchy.store.table import WebTable
 
@@ -121,7 +121,7 @@ def test_the_external_sort_spills_runs_and_decides_the_same(table):
     for i in range(40):
         add(table, f"http://h{i % 7}.com/page{i}", sig=bytes([i % 5]) * 16, score=float(i % 3))
     spilled = WebTable(table.store, read_limit=4, write_limit=3)
-    dedup(spilled, DedupOptions(sort_rows=3))
+    assert dedup(spilled, DedupOptions(sort_rows=3)).sort.runs == 14
     by_sorting_in_memory: dict[str, tuple[int, str | None]] = {}
     pages = list(table.scan(["signature", "score", "status", "metadata"]))
     for page in pages:
@@ -137,8 +137,11 @@ def test_the_external_sort_spills_runs_and_decides_the_same(table):
 
 def test_external_sort_holds_runs_on_disk(tmp_path):
     items = [(i * 7919 % 1000, str(i)) for i in range(1000)]
-    merged = list(external_sort(iter(items), run_size=64, folder=str(tmp_path)))
+    stats = SortStats()
+    merged = list(external_sort(iter(items), run_size=64, folder=str(tmp_path), stats=stats))
     assert merged == sorted(items)
+    assert stats.runs == 16
+    assert stats.spilled_bytes > 1000 * 4
     assert list(tmp_path.iterdir()) == []  # the runs are gone
 
 

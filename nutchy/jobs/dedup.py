@@ -22,9 +22,10 @@ import heapq
 import logging
 import os
 import pickle
+import struct
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nutchy.core.dedup import (
@@ -39,10 +40,10 @@ from nutchy.core.dedup import (
 )
 from nutchy.core.status import Metadata
 from nutchy.core.webpage import WebPage
-from nutchy.exceptions import CellDecodeError, ConfigError
+from nutchy.exceptions import ConfigError
 from nutchy.jobs._settings import get_choice, get_int
 from nutchy.store.base import Scan
-from nutchy.store.schema import RowUpdate, build_update, decode_cell
+from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -50,20 +51,16 @@ if TYPE_CHECKING:
     from nutchy.progress import Progress
     from nutchy.store.table import WebTable
 
-__all__ = ["DedupOptions", "dedup", "external_sort"]
+__all__ = ["DedupOptions", "DedupResult", "SortStats", "dedup", "external_sort"]
 
 logger = logging.getLogger(__name__)
 
 _DUP_COLUMN = b"mtdt:" + Metadata.DUPLICATE_OF.encode()
-#: The cells the scan reads, and the fields they are.
-_COLUMNS = {
-    b"f:st": "status",
-    b"p:sig": "signature",
-    b"s:s": "score",
-    b"f:ts": "fetch_time",
-}
+#: The cells the scan reads (with ``mtdt:_dup_``), decoded as schema.py's codecs do.
+_COLUMNS = (b"f:st", b"p:sig", b"s:s", b"f:ts")
+_INT, _LONG, _FLOAT = struct.Struct(">i"), struct.Struct(">q"), struct.Struct(">f")
 #: What a change reads of its row again before it writes.
-_CHECK_FIELDS = ("status", "signature", "metadata")
+_CHECK_FIELDS = ("status", "signature")
 #: Entries per pickled block of a run: what the merge holds of each run at a time.
 _BLOCK = 2048
 
@@ -98,12 +95,22 @@ class DedupOptions:
         )
 
 
-def _spill(items: list[Entry], folder: str) -> str:
+@dataclass(slots=True)
+class SortStats:
+    """What :func:`external_sort` spilled: sorted *runs* written, of *spilled_bytes* in all."""
+
+    runs: int = 0
+    spilled_bytes: int = 0
+
+
+def _spill(items: list[Entry], folder: str, stats: SortStats) -> str:
     """Write sorted *items* to a new file of *folder*, in pickled blocks; return its path."""
     fd, path = tempfile.mkstemp(prefix="run-", dir=folder)
     with os.fdopen(fd, "wb") as out:
         for start in range(0, len(items), _BLOCK):
             pickle.dump(items[start : start + _BLOCK], out, protocol=pickle.HIGHEST_PROTOCOL)
+        stats.runs += 1
+        stats.spilled_bytes += out.tell()
     return path
 
 
@@ -118,15 +125,20 @@ def _read_run(path: str) -> Iterator[Entry]:
 
 
 def external_sort(
-    items: Iterable[Entry], *, run_size: int, folder: str | None = None
+    items: Iterable[Entry],
+    *,
+    run_size: int,
+    folder: str | None = None,
+    stats: SortStats | None = None,
 ) -> Iterator[Entry]:
     """*items* in sorted order, holding at most *run_size* of them in memory: sorted runs of
     *run_size* are spilled to files in *folder* (the system's temporary folder by default),
-    then merged. Items must be picklable and all different.
+    then merged; *stats*, when given, counts them. Items must be picklable and all different.
 
     >>> list(external_sort([(3,), (1,), (2,), (0,)], run_size=3))
     [(0,), (1,), (2,), (3,)]
     """
+    stats = SortStats() if stats is None else stats
     with tempfile.TemporaryDirectory(prefix="nutchy-sort-", dir=folder) as tmp:
         runs: list[str] = []
         buffer: list[Entry] = []
@@ -134,14 +146,14 @@ def external_sort(
             buffer.append(item)
             if len(buffer) >= run_size:
                 buffer.sort()
-                runs.append(_spill(buffer, tmp))
+                runs.append(_spill(buffer, tmp, stats))
                 buffer = []
         buffer.sort()
         if not runs:
             yield from buffer
             return
         if buffer:
-            runs.append(_spill(buffer, tmp))
+            runs.append(_spill(buffer, tmp, stats))
         del buffer
         yield from heapq.merge(*(_read_run(path) for path in runs))
 
@@ -151,46 +163,48 @@ def _entries(
 ) -> Iterator[Entry]:
     """The entry of every fetched page with a signature, in key order."""
     scan = Scan(columns=[*_COLUMNS, _DUP_COLUMN])
+    order, mode = options.order, options.group_mode
+    advance = None if progress is None else progress.advance
     for raw, cells in table.store.scan(scan, table.read_limit):
-        if progress is not None:
-            progress.advance()
+        if advance is not None:
+            advance()
         signature = cells.get(b"p:sig")
         if not signature:
             continue
+        status = cells.get(b"f:st")
         try:
-            values = {n: decode_cell(raw, n, cells[c]) for c, n in _COLUMNS.items() if c in cells}
+            # The codecs of schema.py, inlined: this loop reads every row of the table.
+            if status is None or _INT.unpack(status)[0] not in CANDIDATES:
+                continue
+            score = cells.get(b"s:s")
+            fetch_time = cells.get(b"f:ts")
             dup = cells.get(_DUP_COLUMN)
-            duplicate_of = None if dup is None else dup.decode("utf-8")
-            key = raw.decode("utf-8")
-        except (CellDecodeError, UnicodeDecodeError) as exc:
+            yield entry(
+                raw.decode("utf-8"),
+                signature,
+                0.0 if score is None else _FLOAT.unpack(score)[0],
+                0 if fetch_time is None else _LONG.unpack(fetch_time)[0],
+                _INT.unpack(status)[0],
+                None if dup is None else dup.decode("utf-8"),
+                order=order,
+                group_mode=mode,
+            )
+        except (struct.error, UnicodeDecodeError) as exc:
             skipped[0] += 1
-            logger.warning("Skipped row %r: %s", raw, exc)
-            continue
-        status = values.get("status", 0)
-        if status not in CANDIDATES:
-            continue
-        yield entry(
-            key,
-            signature,
-            values.get("score", 0.0),
-            values.get("fetch_time", 0),
-            status,
-            duplicate_of,
-            order=options.order,
-            group_mode=options.group_mode,
-        )
+            logger.warning("Skipped row %r: a cell does not decode: %s", raw, exc)
 
 
 @dataclass(slots=True)
 class DedupResult:
     """What :func:`dedup` did: the counts of :class:`~nutchy.core.dedup.DedupCounts`, rows
     *written*, rows *changed_meanwhile* (left alone: a fetch changed them after the scan), and
-    rows *skipped* because a cell did not decode."""
+    rows *skipped* because a cell did not decode; *sort* says what the sort spilled to disk."""
 
     counts: DedupCounts
     written: int = 0
     changed_meanwhile: int = 0
     skipped: int = 0
+    sort: SortStats = field(default_factory=SortStats)
 
 
 def dedup(
@@ -222,7 +236,7 @@ def dedup(
             pending.clear()
 
     entries = _entries(table, options, progress, skipped)
-    ordered = external_sort(entries, run_size=options.sort_rows, folder=folder)
+    ordered = external_sort(entries, run_size=options.sort_rows, folder=folder, stats=result.sort)
     for decision in decide(ordered, result.counts):
         pending[decision.key] = decision
         if len(pending) >= table.write_limit:
