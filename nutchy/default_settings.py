@@ -107,6 +107,47 @@ NUTCH_DEDUPLICATION_GROUP_MODE = "none"
 # spilled to a temporary file.
 NUTCH_DEDUPLICATION_SORT_ROWS = 200000
 
+# The Elasticsearch/OpenSearch index writers (docs/index.md): an API key (its "encoded" value, or
+# id:key) to send as Authorization: ApiKey; empty: none.
+NUTCH_ELASTIC_API_KEY = ""
+
+# The Elasticsearch/OpenSearch index writers: HTTP Basic password (with NUTCH_ELASTIC_AUTH_USERNAME).
+NUTCH_ELASTIC_AUTH_PASSWORD = ""
+
+# The Elasticsearch/OpenSearch index writers: HTTP Basic user name; empty: no Basic auth.
+NUTCH_ELASTIC_AUTH_USERNAME = ""
+
+# The Elasticsearch/OpenSearch index writers: a bearer token (a service token); empty: none.
+NUTCH_ELASTIC_BEARER_TOKEN = ""
+
+# The Elasticsearch/OpenSearch index writers: first pause (ms) before a failed request or bulk
+# item is sent again, doubled each time (at most 60 s).
+NUTCH_ELASTIC_EXPONENTIAL_BACKOFF_MILLIS = 100
+
+# The Elasticsearch/OpenSearch index writers: how many times a failed request or bulk item is
+# sent again before the writer gives up.
+NUTCH_ELASTIC_EXPONENTIAL_BACKOFF_RETRIES = 10
+
+# The Elasticsearch/OpenSearch index writers: the index.
+NUTCH_ELASTIC_INDEX = "nutch"
+
+# The Elasticsearch/OpenSearch index writers: actions in one bulk request at most.
+NUTCH_ELASTIC_MAX_BULK_DOCS = 250
+
+# The Elasticsearch/OpenSearch index writers: bytes of one bulk request's body at most (a larger
+# document goes alone).
+NUTCH_ELASTIC_MAX_BULK_SIZE = 2500500
+
+# The Elasticsearch/OpenSearch index writers: seconds to connect, and to wait for an answer.
+NUTCH_ELASTIC_TIMEOUT = 30.0
+
+# The Elasticsearch/OpenSearch index writers: check the server's TLS certificate (True), not
+# (False), or against the CA bundle at this path.
+NUTCH_ELASTIC_TLS_VERIFY = True
+
+# The Elasticsearch/OpenSearch index writers: the server's URL.
+NUTCH_ELASTIC_URL = "http://localhost:9200"
+
 # (nutchy only) Seconds between two writes of fetch outcomes at most, however few are waiting.
 NUTCH_FETCHER_FLUSH_INTERVAL = 2.0
 
@@ -345,6 +386,39 @@ NUTCH_SITEMAP_TRY_DEFAULT = True
 
 # (nutchy only) Most URLs taken from one sitemap (the protocol's limit is 50,000).
 NUTCH_SITEMAP_URLS_MAX = 50000
+
+# The Solr index writer (docs/index.md): HTTP Basic password (with NUTCH_SOLR_AUTH_USERNAME).
+NUTCH_SOLR_AUTH_PASSWORD = ""
+
+# The Solr index writer: HTTP Basic user name; empty: no Basic auth.
+NUTCH_SOLR_AUTH_USERNAME = ""
+
+# The Solr index writer: a bearer token (Solr's JWT authentication plugin); empty: none.
+NUTCH_SOLR_BEARER_TOKEN = ""
+
+# The Solr index writer: commands (adds and deletes) in one update request at most.
+NUTCH_SOLR_COMMIT_SIZE = 250
+
+# The Solr index writer: first pause (ms) before a failed request is sent again, doubled each
+# time (at most 60 s).
+NUTCH_SOLR_EXPONENTIAL_BACKOFF_MILLIS = 100
+
+# The Solr index writer: how many times a failed request is sent again before it gives up.
+NUTCH_SOLR_EXPONENTIAL_BACKOFF_RETRIES = 10
+
+# The Solr index writer: bytes of one update request's body at most (a larger document goes
+# alone).
+NUTCH_SOLR_MAX_BULK_SIZE = 2500500
+
+# The Solr index writer: the collection's URL.
+NUTCH_SOLR_SERVER_URL = "http://localhost:8983/solr/nutch"
+
+# The Solr index writer: seconds to connect, and to wait for an answer.
+NUTCH_SOLR_TIMEOUT = 30.0
+
+# The Solr index writer: check the server's TLS certificate (True), not (False), or against the
+# CA bundle at this path.
+NUTCH_SOLR_TLS_VERIFY = True
 
 # Prefix of the table name: "<crawl id>_webpage", or "webpage" when empty.
 NUTCH_STORAGE_CRAWL_ID = ""
