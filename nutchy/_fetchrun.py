@@ -8,13 +8,21 @@ runs the ``nutch`` spider on the batch (on partition *k* of *K* only with ``PART
 to the file named by the environment variable ``NUTCHY_FETCH_REPORT``, when set, for
 ``nutchy crawl`` to say what it fetched. It exits with 1 when the crawl
 could not start, could not read or write the table, or was stopped by a signal.
+
+A child whose ``nutchy crawl`` dies (``kill -9``) dies with it (the environment variable
+``NUTCHY_FETCH_PARENT`` names the parent), rather than fetch on alone beside the crawl that
+re-running the command starts: that one finishes the batch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "usage: python -m nutchy._fetchrun BATCH [SETTINGS_JSON [PARTITION]]", file=sys.stderr
         )
         return 2
+    _die_with_parent()
     from scrapy.crawler import CrawlerProcess
 
     from nutchy.spiders import NutchSpider
@@ -57,6 +66,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
         return 1
     return 1 if stats.get("finish_reason") == "shutdown" else 0
+
+
+def _die_with_parent() -> None:
+    """Be killed when the process ``NUTCHY_FETCH_PARENT`` names ends: at once on Linux (the
+    kernel's parent-death signal), within a second elsewhere (a thread watching the parent)."""
+    parent = os.environ.get("NUTCHY_FETCH_PARENT", "")
+    if not parent.isdigit():
+        return
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    else:
+        threading.Thread(target=_watch_parent, args=(int(parent),), daemon=True).start()
+    if os.getppid() != int(parent):  # gone before the signal was asked for
+        os._exit(1)
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _write_report(stats: dict[str, Any]) -> None:

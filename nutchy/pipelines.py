@@ -297,14 +297,17 @@ class NutchDbUpdatePipeline:
     """Runs updatedb on each batch the crawl fetched whole (see the module docstring).
 
     It sees no items: the scheduler tells it, through :data:`~nutchy._fetch.batch_parsed`, when a
-    batch is fetched and parsed. With ``NUTCH_FETCHER_PARSE`` off, it first parses the batch as
-    ``nutchy parse`` does (Nutch's ``bin/crawl`` runs parse between fetch and updatedb).
+    batch is fetched and parsed. It first parses what the fetch did not, as ``nutchy parse ID
+    -resume`` does: the whole batch with ``NUTCH_FETCHER_PARSE`` off (Nutch's ``bin/crawl`` runs
+    parse between fetch and updatedb), and otherwise the pages a crawl that was killed fetched
+    without writing their parse, which a resumed fetch (``-a resume=true``) does not fetch again:
+    updatedb would take their marks off unparsed. With every page parsed during the fetch that
+    is one read of the batch's markers.
     """
 
     def __init__(self, settings: BaseSettings, stats: StatsCollector) -> None:
         self.settings = settings
         self.stats = stats
-        self.parse = not get_bool(settings, "NUTCH_FETCHER_PARSE")
         update_config(settings, None)  # a bad setting fails now, not after the first batch
         self.table: WebTable | None = None
 
@@ -347,9 +350,7 @@ class NutchDbUpdatePipeline:
         if self.table is None:
             self.table = open_table(self.settings)
         self.table.checkpoint()  # the fetch's writes, copied into the file beside updatedb
-        parsed, counts = finish_batch(
-            self.table, self.settings, batch, now=_now_ms(), parse=self.parse
-        )
+        parsed, counts = finish_batch(self.table, self.settings, batch, now=_now_ms())
         if parsed is not None:
             self.stats.inc_value("nutch/parse/parsed", parsed.parsed)
         for name in ("batch_pages", "existing_targets", "new_rows", "not_added"):

@@ -9,6 +9,11 @@ batch into *K* partitions by host (as ``nutchy generate -numFetchers K``) and ea
 one (``-a partition=k/K``), so every host is fetched by one process. While the children fetch,
 this process reads ahead what updatedb needs of the batch
 (:func:`~nutchy.jobs.updatedb.read_ahead`).
+
+Each round is noted in a file of the crawl directory while it is under way
+(:mod:`nutchy.jobs._unfinished`): a crawl that was killed leaves it, and the next ``nutchy crawl``
+of the table finishes that batch first (fetching what is left, parsing what was not parsed,
+updating it) before generating a new one.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from nutchy.config import crawl_dir
 from nutchy.core.generate import new_batch_id
+from nutchy.core.status import Mark
 from nutchy.exceptions import StoreError
+from nutchy.jobs import _unfinished
 from nutchy.jobs._cycle import finish_batch, update_config
 from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
@@ -37,7 +44,8 @@ from nutchy.jobs.history import record_round
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.parse import ParseCounts
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
-from nutchy.store import open_table
+from nutchy.store import open_table, table_name
+from nutchy.store.schema import build_update
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -48,6 +56,8 @@ logger = logging.getLogger(__name__)
 
 #: Name of the file in the crawl directory that stops a crawl after its current round.
 STOP_FILE = "STOP"
+#: The folder of the crawl directory where each round under way is noted (:mod:`._unfinished`).
+UNFINISHED_DIR = "unfinished"
 
 
 @dataclass
@@ -90,6 +100,8 @@ StartFetch = Callable[[str, Mapping[str, Any], str | None], Callable[[], "int | 
 
 #: The environment variable naming the file where ``python -m nutchy._fetchrun`` writes its stats.
 REPORT_ENV = "NUTCHY_FETCH_REPORT"
+#: The environment variable giving a fetch child its parent's process id: the child dies with it.
+PARENT_ENV = "NUTCHY_FETCH_PARENT"
 #: The prefix of the Scrapy stats that count the rows fetched by status.
 STATUS_STAT = "nutch/fetch/status/"
 
@@ -137,7 +149,9 @@ def start_child(command: list[str]) -> ChildFetch:
     os.close(handle)
     report = Path(name)
     try:
-        process = subprocess.Popen(command, env={**os.environ, REPORT_ENV: name})
+        process = subprocess.Popen(
+            command, env={**os.environ, REPORT_ENV: name, PARENT_ENV: str(os.getpid())}
+        )
     except BaseException:
         report.unlink(missing_ok=True)
         raise
@@ -177,6 +191,7 @@ def crawl(
     """
     report = CrawlReport()
     stop = crawl_dir(settings) / STOP_FILE
+    rounds_dir = crawl_dir(settings) / UNFINISHED_DIR
     if not verbose:
         overrides = {**QUIET_CHILD, **overrides}
     with open_table(settings) as table:
@@ -187,87 +202,143 @@ def crawl(
         generate_options = GenerateOptions.from_settings(
             settings, top_n=top_n, num_fetchers=num_fetchers
         )
-        for number in range(1, rounds + 1):
-            if stop.exists():
-                report.stopped = f"{stop} found"
-                break
-            started = time.monotonic()
-            now = _now()
-            # a random number, as nutchy generate: two crawls started in the same second on one
-            # table get different batch ids
-            batch_id = new_batch_id(now, secrets.randbelow(2**31))
-            generated = generate(
-                table, generate_options, now=now, batch_id=batch_id, add_days=add_days
-            )
-            if generated.selected == 0:
-                report.stopped = "nothing left to fetch"
-                break
-            this = RoundReport(number, batch_id, generated.selected)
-            report.rounds.append(this)
-            report.batches.append(batch_id)
-            started = _lap(this, "generate", started)
-            line = f"round {number}: batch {batch_id}, {generated.selected} URLs"
-            if num_fetchers > 1:
-                sizes = ", ".join(map(str, generated.partitions))
-                line += f" in {num_fetchers} partitions ({sizes})"
-            log(f"{line}; generate {this.seconds['generate']:.1f} s")
-            try:
-                ahead, failed, this.statuses = _fetch(
-                    table, settings, batch_id, generated.partitions, overrides, start_fetch
-                )
-                table.checkpoint()  # the fetch's writes, copied into the file beside what follows
-                started = _lap(this, "fetch", started)
-                log(
-                    f"round {number}: fetch: {_statuses(this.statuses)};"
-                    f" {this.seconds['fetch']:.1f} s"
-                )
-                if failed:
-                    log(f"round {number}: batch {batch_id} is left for {_by_hand(batch_id)}")
-                    report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
+        # The rounds of crawls of this table that were killed: finished first, in order.
+        left = _unfinished.take_over(rounds_dir, table_name(settings))
+        current: _unfinished.Round | None = None
+        try:
+            for number in range(1, rounds + 1):
+                if stop.exists():
+                    report.stopped = f"{stop} found"
                     break
-                parsed, updated = finish_batch(
+                started = time.monotonic()
+                current = left.pop(0) if left else None
+                resumed = current is not None and _resumable(table, current)
+                if current is None or current.phase == _unfinished.GENERATE:
+                    now = _now()
+                    if current is None:
+                        # a random number, as nutchy generate: two crawls started in the same
+                        # second on one table get different batch ids
+                        batch_id = new_batch_id(now, secrets.randbelow(2**31))
+                        current = _unfinished.Round.start(
+                            rounds_dir, table_name(settings), batch_id
+                        )
+                    else:
+                        batch_id = current.batch_id
+                        dropped = _drop_generate_marks(table, batch_id)
+                        log(
+                            f"round {number}: batch {batch_id}, left by a crawl that stopped"
+                            f" during its generate ({dropped} URLs marked): generating it again"
+                        )
+                    generated = generate(
+                        table, generate_options, now=now, batch_id=batch_id, add_days=add_days
+                    )
+                    if generated.selected == 0:
+                        current.done()
+                        report.stopped = "nothing left to fetch"
+                        break
+                    current.enter(_unfinished.FETCH, generated.partitions)
+                    this = RoundReport(number, batch_id, generated.selected)
+                    started = _lap(this, "generate", started)
+                    line = f"round {number}: batch {batch_id}, {generated.selected} URLs"
+                    if num_fetchers > 1:
+                        sizes = ", ".join(map(str, generated.partitions))
+                        line += f" in {num_fetchers} partitions ({sizes})"
+                    log(f"{line}; generate {this.seconds['generate']:.1f} s")
+                elif not resumed:
+                    log(
+                        f"round {number}: batch {current.batch_id}, left by a crawl that stopped,"
+                        " has been finished since"
+                    )
+                    current.done()
+                    current = None
+                    continue
+                else:
+                    batch_id = current.batch_id
+                    this = RoundReport(number, batch_id, sum(current.partitions))
+                    log(
+                        f"round {number}: batch {batch_id}, {this.selected} URLs, left by a crawl"
+                        f" that stopped: finishing its {current.phase}"
+                    )
+                report.rounds.append(this)
+                report.batches.append(batch_id)
+                try:
+                    ahead = None
+                    if current.phase == _unfinished.FETCH:
+                        fetch_overrides = overrides
+                        if resumed:  # the rows whose fetch the killed crawl wrote are left
+                            fetch_overrides = {**overrides, "NUTCH_FETCHER_JOB_RESUME": True}
+                        ahead, failed, this.statuses = _fetch(
+                            table,
+                            settings,
+                            batch_id,
+                            current.partitions,
+                            fetch_overrides,
+                            start_fetch,
+                            read_ahead=not resumed,
+                        )
+                        table.checkpoint()  # the fetch's writes, copied into the file
+                        started = _lap(this, "fetch", started)
+                        log(
+                            f"round {number}: fetch: {_statuses(this.statuses)};"
+                            f" {this.seconds['fetch']:.1f} s"
+                        )
+                        if failed:
+                            log(
+                                f"round {number}: batch {batch_id} is left for {_by_hand(batch_id)}"
+                            )
+                            report.stopped = f"the fetch of batch {batch_id} failed ({failed})"
+                            break
+                        current.enter(_unfinished.FINISH)
+                    parsed, updated = finish_batch(
+                        table,
+                        settings,
+                        batch_id,
+                        now=_now(),
+                        ahead=ahead,
+                        parsed=functools.partial(_log_parse, this, started=started, log=log),
+                    )
+                except StoreError as exc:
+                    raise StoreError(
+                        f"round {number}: cannot parse and update batch {batch_id}: {exc}. Once"
+                        f" the table can be written again, finish the batch with"
+                        f" {_by_hand(batch_id)}"
+                    ) from exc
+                except KeyboardInterrupt:  # Ctrl-C: the fetch children stop on theirs
+                    log(
+                        f"round {number}: interrupted; batch {batch_id} is left for"
+                        f" {_by_hand(batch_id)}"
+                    )
+                    raise
+                current.done()
+                current = None
+                del ahead
+                assert parsed is not None
+                _lap(this, "updatedb", started + this.seconds["parse"])
+                this.new_rows = updated.new_rows
+                line = (
+                    f"round {number}: updatedb: {updated.batch_pages} pages updated,"
+                    f" {updated.new_rows} new URLs"
+                )
+                if updated.read_ahead:
+                    pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
+                    line += f" ({pages} updated from what was read during the fetch)"
+                log(f"{line}; {this.seconds['updatedb']:.1f} s")
+                record_round(
                     table,
                     settings,
+                    number,
                     batch_id,
+                    selected=this.selected,
+                    statuses=this.statuses,
+                    new_rows=updated.new_rows,
+                    seconds=this.seconds,
                     now=_now(),
-                    ahead=ahead,
-                    parsed=functools.partial(_log_parse, this, started=started, log=log),
                 )
-            except StoreError as exc:
-                raise StoreError(
-                    f"round {number}: cannot parse and update batch {batch_id}: {exc}. Once the"
-                    f" table can be written again, finish the batch with {_by_hand(batch_id)}"
-                ) from exc
-            except KeyboardInterrupt:  # Ctrl-C: the fetch children stop on theirs
-                log(
-                    f"round {number}: interrupted; batch {batch_id} is left for {_by_hand(batch_id)}"
-                )
-                raise
-            del ahead
-            assert parsed is not None
-            _lap(this, "updatedb", started + this.seconds["parse"])
-            this.new_rows = updated.new_rows
-            line = (
-                f"round {number}: updatedb: {updated.batch_pages} pages updated,"
-                f" {updated.new_rows} new URLs"
-            )
-            if updated.read_ahead:
-                pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
-                line += f" ({pages} updated from what was read during the fetch)"
-            log(f"{line}; {this.seconds['updatedb']:.1f} s")
-            record_round(
-                table,
-                settings,
-                number,
-                batch_id,
-                selected=generated.selected,
-                statuses=this.statuses,
-                new_rows=updated.new_rows,
-                seconds=this.seconds,
-                now=_now(),
-            )
-        else:
-            report.stopped = f"{rounds} rounds done"
+            else:
+                report.stopped = f"{rounds} rounds done"
+        finally:  # what is not done is left, unlocked, for the next crawl
+            for unfinished in (*left, *([current] if current is not None else [])):
+                unfinished.release()
     log(f"stopped, {report.stopped}")
     for line in _table(report.rounds):
         log(line)
@@ -350,11 +421,13 @@ def _fetch(
     sizes: Sequence[int],
     overrides: Mapping[str, Any],
     start_fetch: StartFetch,
+    *,
+    read_ahead: bool = True,
 ) -> tuple[ReadAhead | None, str, dict[str, int]]:
     """Fetch *batch_id*, whose partitions hold *sizes* URLs: each partition that has any in a
-    child of its own, all at once, while this process reads ahead for updatedb. Return the read
-    ahead, what failed (``""`` when every child exited with 0) and the rows fetched by status,
-    summed over the children."""
+    child of its own, all at once, while this process reads ahead for updatedb (unless not
+    *read_ahead*). Return the read ahead, what failed (``""`` when every child exited with 0)
+    and the rows fetched by status, summed over the children."""
     if len(sizes) == 1:
         partitions: list[str | None] = [None]
     else:
@@ -365,7 +438,8 @@ def _fetch(
         # One at a time, so that if a start fails, those started are still waited for.
         for partition in partitions:
             waits.append((partition, start_fetch(batch_id, overrides, partition)))  # noqa: PERF401
-        ahead = _read_ahead(table, settings, batch_id)
+        if read_ahead:
+            ahead = _read_ahead(table, settings, batch_id)
     finally:  # never leave a child running unwaited
         runs = [(partition, wait()) for partition, wait in waits]
     codes = [(p, run if isinstance(run, int) else run.code) for p, run in runs]
@@ -414,11 +488,32 @@ def _log_inject(result: InjectResult, log: Callable[[str], None]) -> None:
 
 
 def _by_hand(batch_id: str) -> str:
-    """The commands that finish the fetch, parse and update of *batch_id*."""
+    """What finishes the fetch, parse and update of *batch_id*."""
     return (
-        f"scrapy crawl nutch -a batch={batch_id} -a resume=true, nutchy parse {batch_id}"
-        f" -resume and nutchy updatedb {batch_id}"
+        "the same nutchy crawl command, which finishes it before it generates another (or by"
+        f" hand: scrapy crawl nutch -a batch={batch_id} -a resume=true, which fetches what is"
+        " left, parses what was not parsed and updates the batch)"
     )
+
+
+def _resumable(table: WebTable, left: _unfinished.Round) -> bool:
+    """Whether rows still carry the generate mark of *left*'s batch: if none do, the batch was
+    finished by hand since (or its generate marked nothing)."""
+    marked = table.scan(["markers"], marker=(Mark.GENERATE, left.batch_id), limit=1)
+    return any(True for _ in marked)
+
+
+def _drop_generate_marks(table: WebTable, batch_id: str) -> int:
+    """Take the generate mark of *batch_id* off the rows a generate cut short marked, so that
+    generating the batch again selects them with the rest; return how many there were."""
+    keys = [
+        page.key
+        for page in table.scan(["markers"], marker=(Mark.GENERATE, batch_id), skip_errors=True)
+    ]
+    with table.writer() as writer:
+        for key in keys:
+            writer.add(build_update(key, {}, {"markers": {Mark.GENERATE: None}}))
+    return len(keys)
 
 
 def _now() -> int:

@@ -1,0 +1,163 @@
+"""``nutchy crawl`` killed with SIGKILL (its fetch child, the crawl itself during a fetch, the crawl
+during parse and updatedb), then run again with the same command: the table ends as the table of
+a crawl that was never killed, row for row (status, score, inlinks), with no row left marked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sites import graph_site
+
+from nutchy.config import load_settings
+from nutchy.store import open_table
+
+pytestmark = pytest.mark.slow
+
+#: A home page and 12 pages that link to it and to each other: 13 pages in 2 rounds.
+GRAPH: dict[str, tuple[str, list[str]]] = {"/": ("Home", [f"/p{i}" for i in range(12)])}
+for _i in range(12):
+    GRAPH[f"/p{_i}"] = (f"P{_i}", ["/", f"/p{(_i + 1) % 12}", f"/p{(_i + 5) % 12}"])
+
+
+def command(crawl_dir: Path, seeds: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "nutchy",
+        "crawl",
+        str(seeds),
+        "-rounds",
+        "10",
+        "-s",
+        f"NUTCH_CRAWL_DIR={crawl_dir}",
+        "-s",
+        "NUTCH_FETCHER_SERVER_DELAY=0",
+        "-s",
+        # outcomes written one by one: what a kill loses is the page in flight
+        "NUTCH_FETCHER_FLUSH_SIZE=1",
+    ]
+
+
+def table_of(crawl_dir: Path) -> dict[str, tuple[object, ...]]:
+    """Each row's URL -> status, score, inlinks and markers (the generate, fetch and parse marks
+    are gone from a finished crawl's rows)."""
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(crawl_dir)}, project=False)
+    with open_table(settings) as table:
+        return {
+            page.url.split("/", 3)[3]: (
+                page.status,
+                page.score,
+                dict(page.inlinks),
+                sorted(m for m in page.markers if m in ("_gnmrk_", "_ftcmrk_", "__prsmrk__")),
+            )
+            for page in table.scan()
+        }
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return [int(p) for p in path.read_text().split()]
+    except OSError:
+        return []
+
+
+class Killer:
+    """Kills, from the site's request hook, the crawl or its fetch child when the *n*-th page
+    is asked for."""
+
+    def __init__(self) -> None:
+        self.crawl: subprocess.Popen[bytes] | None = None
+        self.at: int | None = None
+        self.target = "child"
+        self.seen = 0
+        self.killed = threading.Event()
+
+    def __call__(self, path: str) -> None:
+        if path == "/robots.txt" or self.crawl is None or self.at is None:
+            return
+        self.seen += 1
+        if self.seen != self.at:
+            return
+        victims = children(self.crawl.pid) if self.target == "child" else [self.crawl.pid]
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        self.killed.set()
+        time.sleep(0.2)  # the page is answered to a process that is gone
+
+
+def run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def site_and_killer():
+    killer = Killer()
+    with graph_site(GRAPH, on_request=killer) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server, killer
+
+
+def test_sigkill_anywhere_then_the_same_command_makes_the_table_of_an_unkilled_crawl(
+    tmp_path, site_and_killer
+):
+    site, server, killer = site_and_killer
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site}/\n", encoding="utf-8")
+
+    whole = run(command(tmp_path / "whole", seeds))
+    assert whole.returncode == 0, whole.stderr
+    assert "stopped, nothing left to fetch" in whole.stderr
+    expected = table_of(tmp_path / "whole")
+    assert len(expected) == len(GRAPH)
+    hits_whole = len(server.hits)
+    server.hits.clear()
+
+    crawl_dir = tmp_path / "killed"
+    cmd = command(crawl_dir, seeds)
+    codes = []
+    # 1. the fetch child, at the 4th page (round 2); 2. nutchy crawl itself during the fetch
+    # of that batch resumed, at the 4th page of the next run; 3. nutchy crawl as soon as the
+    # fetch child of the next run has ended, in its parse and updatedb of the batch.
+    for target, at in (("child", 4), ("crawl", 4)):
+        killer.seen, killer.at, killer.target = 0, at, target
+        killer.killed.clear()
+        killer.crawl = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, err = killer.crawl.communicate(timeout=120)
+        codes.append(killer.crawl.returncode)
+        assert killer.killed.is_set(), err.decode()
+        killer.crawl = None
+    killer.at = None
+    crawl = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fetch = None
+    while crawl.poll() is None:
+        found = children(crawl.pid)
+        if fetch is None and found:
+            fetch = found[0]
+        elif fetch is not None and fetch not in found:  # the fetch child has ended
+            crawl.kill()
+            break
+        time.sleep(0.001)
+    crawl.wait()
+    codes.append(crawl.returncode)
+    assert fetch is not None
+    # left for the next: the crawl's own line says how to finish the killed fetch's batch
+    assert codes[0] == 1 and codes[1] == codes[2] == -signal.SIGKILL
+
+    last = run(cmd)
+    assert last.returncode == 0, last.stderr
+    assert "left by a crawl that stopped" in last.stderr
+    assert "stopped, nothing left to fetch" in last.stderr
+    assert table_of(crawl_dir) == expected
+    # every page at least once; again only those in flight at a kill
+    fetched = Counter(path for path in server.hits if path != "/robots.txt")
+    assert set(fetched) == set(GRAPH)
+    assert sum(fetched.values()) - len(GRAPH) <= 2
+    assert hits_whole > 0
