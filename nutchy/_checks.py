@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 
     from nutchy._fetch import FetchJob
 
-__all__ = ["NUTCH_SCHEDULER", "check_components", "check_table", "refuse_to_start"]
+__all__ = [
+    "NUTCH_SCHEDULER",
+    "check_components",
+    "check_settings",
+    "check_table",
+    "refuse_to_start",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +51,44 @@ def check_components(settings: BaseSettings) -> str:
     _check_scheduler(settings)
     _check_fetch_middleware(settings)
     _check_pipelines(settings)
+    check_settings(settings)
     return describe_table(settings)
+
+
+def check_settings(settings: BaseSettings) -> None:
+    """Raise :exc:`~nutchy.exceptions.ConfigError`, naming the setting, for the first value the
+    fetch, parse or updatedb of a round could not use (type and range): read before anything is
+    written, so that a bad value never leaves a batch generated and not fetched. The add-on
+    checks them for the ``nutch`` spider at start; ``nutchy crawl`` before its inject and
+    ``nutchy generate`` before it marks a batch.
+
+    The fetch's settings are those :meth:`~nutchy._fetch.FetchSettings.from_settings` reads
+    (delays, timeout, content limit, threads per queue, queue mode and depth, concurrency,
+    redirects, robots.txt deferrals, flushes, time limit, read limit), its progress interval and
+    frontier (with the Redis frontier's lease and hold times); then the configuration of parse
+    and updatedb (:mod:`nutchy.jobs._cycle`).
+    """
+    from nutchy._fetch import FetchSettings
+    from nutchy.jobs import _settings
+    from nutchy.jobs._cycle import parse_config, signature, update_config
+
+    FetchSettings.from_settings(settings)
+    if _settings.get_float(settings, "NUTCH_FETCHER_PROGRESS_LOG_INTERVAL") < 0:
+        raise ConfigError(
+            "NUTCH_FETCHER_PROGRESS_LOG_INTERVAL must be >= 0,"
+            f" got {settings.get('NUTCH_FETCHER_PROGRESS_LOG_INTERVAL')!r}"
+        )
+    if _settings.get_choice(settings, "NUTCH_FRONTIER", ("local", "redis")) == "redis":
+        for name in ("NUTCH_FRONTIER_LEASE_TIMEOUT", "NUTCH_FRONTIER_QUEUE_HOLD"):
+            if _settings.get_float(settings, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {settings.get(name)!r}")
+    for name in ("NUTCH_FETCHER_PARSE", "NUTCH_FETCHER_UPDATEDB", "NUTCH_PARSER_SKIP_TRUNCATED"):
+        _settings.get_bool(settings, name)
+    _settings.get_float(settings, "NUTCH_PARSER_TIMEOUT")
+    _settings.get_int(settings, "NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS", 0)
+    parse_config(settings)
+    signature(settings)
+    update_config(settings, None)
 
 
 def check_table(settings: BaseSettings, job: FetchJob) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nutchy import __version__
+from nutchy._checks import check_settings
 from nutchy.config import load_settings
 from nutchy.core.generate import new_batch_id
 from nutchy.core.inject import InjectMode
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("info", "say which store and table the settings name, and whether it exists"),
         ("drop", "delete the table and everything in it (needs --confirm)"),
         ("splits", "print the table's key ranges, one START<TAB>STOP line each, for -range"),
+        ("check", "read every page of the embedded store's file (SQLite's quick check)"),
     ):
         sub = storage_commands.add_parser(name, help=text, description=text)
         _common(sub)
@@ -520,6 +522,17 @@ def _storage(args: argparse.Namespace) -> int:
         elif args.action == "init":
             created = table.create()
             print(f"{'Created' if created else 'Found'} table {table.name} in {table.store!r}")
+        elif args.action == "check":
+            check = getattr(table.store, "check", None)
+            if check is None:
+                print(f"{table.store!r}: nothing to check (the HBase servers check their files)")
+                return 0
+            problems = check()
+            for problem in problems:
+                print(problem)
+            if problems:
+                return 1
+            print(f"{table.store!r}: the file is whole")
         elif args.action == "info":
             state = "exists" if table.exists() else "does not exist (run: nutchy storage init)"
             print(f"{table.store!r}: table {table.name} {state}")
@@ -595,6 +608,7 @@ def _size(files: Sequence[Path]) -> int | None:
 
 def _generate(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    check_settings(settings)  # the fetch's too: a batch it could not fetch would stay marked
     options = GenerateOptions.from_settings(
         settings,
         top_n=args.top_n,

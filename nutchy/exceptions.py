@@ -25,6 +25,11 @@ class StoreUnavailable(StoreError):
     opened. The message names the host and port, or the path."""
 
 
+class StoreCorrupt(StoreError):
+    """The store's file is damaged: not a whole SQLite database (empty, cut short, overwritten).
+    The message names the file and what to do."""
+
+
 class TableMissing(StoreError):
     """The web table does not exist yet. ``nutchy storage init`` (or ``nutchy inject``) creates it."""
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nutchy._checks import check_settings
 from nutchy.config import crawl_dir
 from nutchy.core.generate import new_batch_id
 from nutchy.core.status import Mark
@@ -194,14 +195,17 @@ def crawl(
     rounds_dir = crawl_dir(settings) / UNFINISHED_DIR
     if not verbose:
         overrides = {**QUIET_CHILD, **overrides}
+    # Every setting of every phase, before anything is written.
+    check_settings(settings)
+    inject_options = InjectOptions.from_settings(settings)
+    generate_options = GenerateOptions.from_settings(
+        settings, top_n=top_n, num_fetchers=num_fetchers
+    )
     with open_table(settings) as table:
         if seeds:
-            result = inject(table, seeds, InjectOptions.from_settings(settings), now=_now())
+            result = inject(table, seeds, inject_options, now=_now())
             report.injected = result.injected
             _log_inject(result, log)
-        generate_options = GenerateOptions.from_settings(
-            settings, top_n=top_n, num_fetchers=num_fetchers
-        )
         # The rounds of crawls of this table that were killed: finished first, in order.
         left = _unfinished.take_over(rounds_dir, table_name(settings))
         current: _unfinished.Round | None = None

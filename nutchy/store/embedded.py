@@ -54,6 +54,7 @@ import logging
 import marshal
 import sqlite3
 import threading
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -61,7 +62,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nutchy.core.generate import GENERATE_TIME_KEY, PARTITION_KEY
 from nutchy.core.status import Mark
-from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
+from nutchy.exceptions import StoreCorrupt, StoreError, StoreUnavailable, TableMissing
 from nutchy.store.base import Scan, key_range
 from nutchy.store.schema import (
     FAMILIES,
@@ -211,6 +212,7 @@ class EmbeddedStore:
         with self._lock:
             if self._connection is not None:
                 return self._connection
+            self._check_file()
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
@@ -227,12 +229,88 @@ class EmbeddedStore:
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.execute("PRAGMA cache_size = -65536")
                 conn.execute("PRAGMA wal_autocheckpoint = 4096")
+                # The schema (every page that holds it), then the first row of every table
+                # (the pages from its root down): a few pages, whatever the file's size.
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                ).fetchall():
+                    conn.execute(f"SELECT * FROM {_quote(name)} LIMIT 1").fetchall()
             except (OSError, sqlite3.Error) as exc:
+                if isinstance(exc, sqlite3.Error) and _is_corrupt(exc):
+                    raise self._corrupt(str(exc)) from exc
                 raise StoreUnavailable(
                     f"cannot open the embedded store at {self.path}: {exc}"
                 ) from exc
             self._connection = conn
             return conn
+
+    def _check_file(self) -> None:
+        """Refuse, before SQLite opens it, a file that cannot be a whole table: empty though it
+        is not new (SQLite would take it for a new, empty database, and a crawl would start
+        over on it), not an SQLite file, or shorter than its header says.
+
+        A whole ``PRAGMA quick_check`` reads every page of the file: 8.6 s for 100,000 fetched
+        pages (1.4 GB), too long for every process that opens the table, so this check reads
+        the file's 100-byte header, and :meth:`_connect` then its schema and the first row of
+        each table (the pages from the table's root down: a few milliseconds whatever the
+        file's size); SQLite's own checks do the rest as pages are read (a damaged page fails
+        the query that reads it, with :exc:`StoreCorrupt`);
+        ``nutchy storage check`` runs the whole quick check (:meth:`check`).
+        """
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return  # created when connected
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        wal = self.path.with_name(self.path.name + "-wal")
+        has_wal = wal.exists() and wal.stat().st_size > 0
+        if stat.st_size == 0:
+            # A store writes the file's header as it creates it: an empty file older than a
+            # moment was made by something else, or cut to nothing.
+            if not has_wal and time.time() - stat.st_mtime > _NEW_FILE_SECONDS:
+                raise self._corrupt("the file is empty (0 bytes), and a web table's file never is")
+            return
+        try:
+            with self.path.open("rb") as handle:
+                header = handle.read(100)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        if not header.startswith(b"SQLite format 3\x00"):
+            raise self._corrupt("the file is not an SQLite database (its first bytes are not)")
+        if len(header) < 100:
+            raise self._corrupt(f"the file is cut short ({stat.st_size} bytes)")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        # The page count is valid when the change counter matches the one it was written with.
+        if header[24:28] == header[92:96] and pages * page_size > stat.st_size and not has_wal:
+            raise self._corrupt(
+                f"the file is cut short: {stat.st_size} bytes, where its header counts"
+                f" {pages} pages of {page_size}"
+            )
+
+    def check(self) -> list[str]:
+        """SQLite's ``PRAGMA quick_check`` of the whole file: what is wrong with it, at most 100
+        lines, or nothing. It reads every page (8.6 s for 1.4 GB, 100,000 fetched pages)."""
+        with self._lock:
+            try:
+                rows = self._conn.execute("PRAGMA quick_check(100)").fetchall()
+            except sqlite3.Error as exc:
+                if _is_corrupt(exc):
+                    return [str(self._corrupt(str(exc)))]
+                raise self._error(exc) from exc
+        problems = [str(row[0]) for row in rows if row[0] != "ok"]
+        if problems:
+            problems.append(str(self._corrupt(f"{len(problems)} problems found")))
+        return problems
+
+    def _corrupt(self, why: str) -> StoreCorrupt:
+        return StoreCorrupt(
+            f"{self.path} is damaged: {why}. Restore it from a copy; or keep what can be read"
+            f" with 'sqlite3 {self.path} .recover | sqlite3 recovered.sqlite' and move"
+            " recovered.sqlite in its place; or move it away to start a new crawl"
+        )
 
     def _missing(self) -> TableMissing:
         return TableMissing(
@@ -931,6 +1009,8 @@ class EmbeddedStore:
         """The error to raise for *exc*: :exc:`TableMissing` when the table is not there."""
         if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
             return self._missing()
+        if _is_corrupt(exc):
+            return self._corrupt(str(exc))
         return StoreError(f"{self}: {doing}{exc}")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -958,6 +1038,20 @@ class EmbeddedStore:
                 raise self._error(exc, "write failed: ") from exc
             raise
         return result
+
+
+#: How long (s) after its last change an empty file may still be a table being created.
+_NEW_FILE_SECONDS = 10.0
+#: SQLite's result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
+_CORRUPT_CODES = frozenset({11, 26})
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """Whether *exc* says the file is damaged (rather than busy, full, or unreachable)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _CORRUPT_CODES
+    return "malformed" in str(exc) or "not a database" in str(exc)
 
 
 def _group(puts: Cells) -> dict[bytes, Cells]:
