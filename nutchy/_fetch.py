@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 #: :class:`~nutchy.core.fetch.FetchOutcome` (``None`` when the request ended without one: another
 #: component dropped it); ``update``, the :class:`~nutchy.store.schema.RowUpdate` to write
 #: (``None`` with no outcome); ``retry_after``, the seconds a 429 or 503 asked to wait (or
-#: ``None``); ``requested``, whether a request went out (False for a robots.txt denial).
+#: ``None``); ``requested``, whether a request went out (False for a robots.txt denial);
+#: ``response``, the answer (``None`` when none came: an exception, a robots.txt denial).
 fetch_finished: Final = object()
+
+#: Sent by a component that keeps a record of every fetch when it no longer can (the WARC writer
+#: of :mod:`nutchy.warc`, its disk full): the scheduler stops taking URLs, as when the table
+#: cannot be written. Argument: ``reason``.
+fetch_halted: Final = object()
 
 #: Sent by :class:`~nutchy.scheduler.NutchScheduler` when every row of a batch has ended and its
 #: fetch outcome is written; handlers may be asynchronous and are awaited.

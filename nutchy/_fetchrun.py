@@ -28,6 +28,10 @@ from typing import Any
 
 from nutchy.config import load_settings
 
+#: Stats that make a fetch a failure: the table could not be read or written, or the WARC file
+#: (NUTCH_WARC_ENABLED) could not be written.
+FAILURE_STATS = ("nutch/store/put_error", "nutch/fetch/read_error", "nutch/warc/write_error")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -63,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # fetched is parsed and updated, and the rest of the batch is generated again.
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     _write_report(stats)
-    if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
+    if any(stats.get(key) for key in FAILURE_STATS):
         return 1
     return 1 if stats.get("finish_reason") == "shutdown" else 0
 

@@ -75,6 +75,7 @@ class NutchAddon:
         from nutchy.middlewares import NutchFetchMiddleware
         from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
         from nutchy.robots import NutchRobotsMiddleware
+        from nutchy.warc import NutchWarcExtension
 
         settings.setmodule("nutchy.default_settings", priority="default")
         settings.set("SCHEDULER", NUTCH_SCHEDULER, priority="addon")
@@ -93,6 +94,8 @@ class NutchAddon:
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", NutchIndexPipeline, INDEX_PIPELINE_ORDER
         )
+        # Off (NotConfigured) unless NUTCH_WARC_ENABLED; warcio is imported only then.
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", NutchWarcExtension, 0)
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:
                 table = check_components(settings)

@@ -29,7 +29,7 @@ from nutchy.index.commands import run_index, run_search
 from nutchy.jobs._batches import require_batch
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._regions import Tasks, key_text, table_splits
-from nutchy.jobs._settings import get_bool, get_float
+from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.jobs.crawl import crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
 from nutchy.jobs.history import history_path, read_history
@@ -415,6 +415,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument("-json", action="store_true", help="print the hits as one JSON object")
     search.set_defaults(run=_search)
+
+    warc = _subcommand(
+        commands,
+        "warc",
+        "export the stored pages of a batch to WARC files (warcio)",
+        "Write a WARC response record for every row of batch ID (or every row with -all) that"
+        " holds content fetched with status 200, from the stored headers and content, into"
+        " gzipped WARC files in DIR, a new file every NUTCH_WARC_MAX_SIZE bytes. Needs"
+        " nutchy[warc].",
+    )
+    _batch_or_all(warc)
+    warc.add_argument("-out", required=True, type=Path, metavar="DIR", help="the folder to write")
+    warc.set_defaults(run=_warc)
     return parser
 
 
@@ -870,6 +883,7 @@ def _fetch(args: argparse.Namespace) -> int:
     from scrapy.crawler import CrawlerProcess
 
     from nutchy._fetch import ALL_BATCHES
+    from nutchy._fetchrun import FAILURE_STATS
     from nutchy.spiders import NutchSpider
 
     settings = _settings(args)
@@ -886,7 +900,7 @@ def _fetch(args: argparse.Namespace) -> int:
     if process.bootstrap_failed:  # the reason is logged, in one line
         return 1
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
-    if stats.get("nutch/store/put_error") or stats.get("nutch/fetch/read_error"):
+    if any(stats.get(key) for key in FAILURE_STATS):
         return 1
     return 1 if stats.get("finish_reason") == "shutdown" else 0
 
@@ -965,6 +979,7 @@ def _sitemap(args: argparse.Namespace) -> int:
         return 1
     return 0
 
+
 def _index(args: argparse.Namespace) -> int:
     if args.rebuild and not args.all:
         print("nutchy index: -rebuild rebuilds every index: use it with -all", file=sys.stderr)
@@ -974,6 +989,27 @@ def _index(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     return run_search(_settings(args), args.query, args.limit, as_json=args.json)
+
+
+def _warc(args: argparse.Namespace) -> int:
+    from nutchy.warc import export_warc
+
+    settings = _settings(args)
+    max_size = get_int(settings, "NUTCH_WARC_MAX_SIZE", 1)
+    with open_table(settings) as table, Progress("warc: rows written") as bar:
+        if not args.all:
+            require_batch(table, args.batch_id)
+        result = export_warc(
+            table,
+            args.out,
+            batch_id=None if args.all else args.batch_id,
+            max_size=max_size,
+            prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy",
+            progress=bar.advance,
+        )
+    names = ", ".join(path.name for path in result.files)
+    print(f"Wrote {result.captures} pages to {len(result.files)} WARC files in {args.out}: {names}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

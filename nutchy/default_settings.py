@@ -434,3 +434,20 @@ NUTCH_STORE_IP_ADDRESS = False
 # Rule file of the regex URL filter (Nutch's regex-urlfilter.txt format); empty for nutchy's own
 # rules (nutchy/core/regex-urlfilter.txt).
 NUTCH_URLFILTER_REGEX_FILE = ""
+
+# (nutchy only) Folder of the WARC files; empty: <NUTCH_CRAWL_DIR>/warc.
+NUTCH_WARC_DIR = ""
+
+# (nutchy only) Whether the fetch writes every answer to gzipped WARC files (nutchy[warc]).
+NUTCH_WARC_ENABLED = False
+
+# (nutchy only) Bytes after which a WARC file is closed and the next one opened (1 GB, the usual
+# size of WARC files).
+NUTCH_WARC_MAX_SIZE = 1000000000
+
+# (nutchy only) First part of the WARC files' names: <prefix>-<UTC time>-<serial>-<pid>.warc.gz.
+NUTCH_WARC_PREFIX = "nutchy"
+
+# (nutchy only) Answers waiting for the WARC writer thread at which the fetch pauses (no request
+# starts) until half of them are written.
+NUTCH_WARC_QUEUE_SIZE = 1000

@@ -57,9 +57,18 @@ FETCH_COLUMNS: Final = (
     b"mk:_gnmrk_",
     b"mk:_ftcmrk_",
     b"mtdt:_npt_",
+    b"p:sig",
 )
 #: The WebPage fields those columns fill.
-_FETCH_FIELDS: Final = ("fetch_time", "modified_time", "repr_url", "headers", "markers", "metadata")
+_FETCH_FIELDS: Final = (
+    "fetch_time",
+    "modified_time",
+    "repr_url",
+    "headers",
+    "markers",
+    "metadata",
+    "signature",
+)
 
 
 class Frontier(Protocol):

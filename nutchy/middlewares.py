@@ -195,6 +195,7 @@ class NutchFetchMiddleware:
             self._update(request, entry, outcome, target, now),
             retry_after=retry_after,
             throttled=response.status == 429,
+            response=response,
         )
         follow = self._follow(request, entry, target)
         if follow is not None:
@@ -333,6 +334,7 @@ class NutchFetchMiddleware:
         retry_after: float | None = None,
         throttled: bool = False,
         requested: bool = True,
+        response: Response | None = None,
     ) -> None:
         self.signals.send_catch_log(
             fetch_finished,
@@ -342,6 +344,7 @@ class NutchFetchMiddleware:
             retry_after=retry_after,
             throttled=throttled,
             requested=requested,
+            response=response,
         )
 
 

@@ -155,7 +155,7 @@ def decode_entry(key: str, payload: bytes | str, batch_id: str) -> FetchEntry:
     gives, with a warning: the row is still fetched, only not conditionally.
 
     >>> decode_entry("com.a:http/", b"garbage", "b")
-    FetchEntry(key='com.a:http/', url='http://a.com/', batch_id='b', fetch_time=0, modified_time=0, etag=None, repr_url=None, partition=None, fetched=False)
+    FetchEntry(key='com.a:http/', url='http://a.com/', batch_id='b', fetch_time=0, modified_time=0, etag=None, repr_url=None, partition=None, fetched=False, signature=None)
     """
     try:
         fields = json.loads(payload)

@@ -70,6 +70,7 @@ from nutchy._fetch import (
     FetchJob,
     FetchSettings,
     fetch_finished,
+    fetch_halted,
 )
 from nutchy.config import stop_file
 from nutchy.core.fetch import (
@@ -378,6 +379,7 @@ class NutchScheduler:
             ),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
+        crawler.signals.connect(scheduler._write_failed, signal=fetch_halted)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         if scheduler.settings.threads_per_queue > 1:
             # Several requests of a queue may wait in its slot: the slot must know the queue's

@@ -16,6 +16,8 @@ request. Paths behave as follows (``?`` parameters in brackets):
 - ``/slow`` [``s``]: a page after *s* seconds;
 - ``/huge`` [``n``, ``chunked``]: *n* bytes, written 64 KiB at a time;
 - ``/binary``: 256 bytes of every value, as ``application/octet-stream``;
+- ``/random`` [``n``]: *n* random bytes (that no compression makes smaller), as
+  ``application/octet-stream``;
 - ``/gzip`` [``n``]: *n* bytes, gzip-encoded;
 - ``/reset``: the connection is reset without an answer.
 """
@@ -141,6 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._huge(int(query.get("n", "1000000")), "chunked" in query)
             elif path == "/binary":
                 self._send(200, bytes(range(256)), "application/octet-stream")
+            elif path == "/random":
+                self._send(200, os.urandom(int(query.get("n", "1000"))), "application/octet-stream")
             elif path == "/gzip":
                 body = gzip.compress(b"z" * int(query.get("n", "100000")))
                 self._send(200, body, headers={"Content-Encoding": "gzip"})

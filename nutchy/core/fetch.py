@@ -202,6 +202,9 @@ class FetchEntry:
     repr_url: str | None = None
     partition: int | None = None
     fetched: bool = False
+    #: The row's signature (``p:sig``) before this fetch: the WARC writer writes a ``revisit``
+    #: for content whose MD5 it is.
+    signature: bytes | None = None
 
 
 def entry_from_page(page: WebPage) -> FetchEntry | None:
@@ -229,6 +232,7 @@ def entry_from_page(page: WebPage) -> FetchEntry | None:
         repr_url=page.repr_url,
         partition=partition,
         fetched=Mark.FETCH in page.markers,
+        signature=page.signature,
     )
 
 

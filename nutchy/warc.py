@@ -1,0 +1,547 @@
+"""WARC files: every fetch written during the crawl (``NUTCH_WARC_ENABLED``), and ``nutchy warc``,
+which exports what the web table holds.
+
+During a fetch, :class:`NutchWarcExtension` takes each answer from
+:data:`~nutchy._fetch.fetch_finished` and hands it to a writer thread, which writes a
+``request`` and a ``response`` record for it (a ``revisit`` for a 304, or for content whose MD5
+is the row's stored signature) to a gzipped WARC file with warcio, the standard WARC library. The
+reactor only copies what it needs of the answer into a :class:`Capture`; digests, gzip and disk
+writes happen in the thread. When the disk is slower than the fetch and ``NUTCH_WARC_QUEUE_SIZE``
+captures wait, the extension pauses Scrapy's engine (no request starts) until half of them are
+written. When a write fails (the disk full: ``ENOSPC``), the extension sends
+:data:`~nutchy._fetch.fetch_halted` and the scheduler stops taking URLs, as it does when the table
+cannot be written: the rows not fetched keep their batch for ``-a resume=true``.
+
+Files are named ``<prefix>-<UTC time>-<serial>-<pid>.warc.gz`` and carry an ``.open`` suffix
+while written; a file is closed and a new one opened once it holds ``NUTCH_WARC_MAX_SIZE``
+bytes. Each starts with a ``warcinfo`` record. Scrapy hands nutchy the body as it was decoded
+(gzip or brotli taken off) and without its chunked framing: the ``response`` record holds that
+body, its ``Content-Length`` is the body's length and ``Transfer-Encoding`` is left out, as
+other archivers built on a high-level HTTP client do. A body cut at ``http.content.limit`` is
+marked ``WARC-Truncated: length``.
+
+warcio is an optional dependency (``pip install 'nutchy[warc]'``), imported only when used.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http
+import io
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from nutchy import __version__
+from nutchy.config import crawl_dir
+from nutchy.exceptions import ConfigError, NutchError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+
+    from nutchy.core.fetch import FetchOutcome
+    from nutchy.core.webpage import WebPage
+    from nutchy.store.table import WebTable
+
+__all__ = ["Capture", "NutchWarcExtension", "WarcFiles", "export_warc", "warc_dir"]
+
+logger = logging.getLogger(__name__)
+
+#: The revisit profiles of WARC 1.0: a 304, and content identical to an earlier capture.
+NOT_MODIFIED_PROFILE: Final = "http://netpreserve.org/warc/1.0/revisit/server-not-modified"
+IDENTICAL_PROFILE: Final = "http://netpreserve.org/warc/1.0/revisit/identical-payload-digest"
+
+#: Response headers that describe the bytes on the wire, which the record does not hold.
+_WIRE_HEADERS: Final = frozenset({"transfer-encoding", "content-length"})
+
+
+def _warcio() -> Any:
+    try:
+        from warcio.statusandheaders import StatusAndHeaders
+        from warcio.warcwriter import WARCWriter
+    except ImportError as exc:
+        raise ConfigError(f"WARC files need warcio ({exc}): pip install 'nutchy[warc]'") from exc
+    return WARCWriter, StatusAndHeaders
+
+
+def warc_dir(settings: BaseSettings) -> Path:
+    """``NUTCH_WARC_DIR``, or ``<crawl dir>/warc`` when it is empty."""
+    value = settings.get("NUTCH_WARC_DIR") or ""
+    return Path(value) if value else crawl_dir(settings) / "warc"
+
+
+def warc_date(ms: float) -> str:
+    """A WARC-Date (WARC 1.0: seconds, UTC) of *ms* since the epoch.
+
+    >>> warc_date(1_700_000_000_123)
+    '2023-11-14T22:13:20Z'
+    """
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def payload_digest(payload: bytes) -> str:
+    """The WARC-Payload-Digest of *payload*, as warcio writes it (SHA-1, base 32).
+
+    >>> payload_digest(b"")
+    'sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ'
+    """
+    return "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """One answer, as a WARC file keeps it: *url*, when (*date*, a WARC-Date), the answer's
+    *status*, *headers* and *payload* (the body, decoded), the request's *method* and
+    *request_headers* (``None``: no ``request`` record, as for an export), the server's *ip*,
+    whether the body was *truncated*, and *prev_signature*, the row's MD5 signature before this
+    fetch (an equal MD5 of the payload makes it a ``revisit``)."""
+
+    url: str
+    date: str
+    status: int
+    headers: list[tuple[str, str]]
+    payload: bytes
+    method: str = "GET"
+    request_headers: list[tuple[str, str]] | None = None
+    ip: str | None = None
+    truncated: bool = False
+    prev_signature: bytes | None = None
+
+
+class WarcFiles:
+    """Writes :class:`Capture` records into gzipped WARC files in *directory*, a new file every
+    *max_size* bytes (see the module docstring). Blocking, for one thread at a time."""
+
+    def __init__(self, directory: Path, *, prefix: str = "nutchy", max_size: int) -> None:
+        self._writer_class, self._headers_class = _warcio()
+        self.directory = directory
+        self.prefix = prefix
+        self.max_size = max_size
+        self._serial = 0
+        self._handle: io.BufferedWriter | None = None
+        self._path: Path | None = None
+        self._writer: Any = None
+        #: the files closed so far, and the captures and records written
+        self.files: list[Path] = []
+        self.captures = 0
+        self.records = 0
+        self.revisits = 0
+
+    def write(self, capture: Capture) -> None:
+        """Write the records of *capture* (an :exc:`OSError` of the disk is raised)."""
+        if self._handle is None:
+            self._open()
+        assert self._handle is not None
+        for record in self._records(capture):
+            self._writer.write_record(record)
+            self.records += 1
+        self._handle.flush()  # a crash keeps every capture written so far readable
+        self.captures += 1
+        if self._handle.tell() >= self.max_size:
+            self._close_file()
+
+    def close(self) -> None:
+        """Close the file being written (renamed without its ``.open`` suffix)."""
+        self._close_file()
+
+    def _open(self) -> None:
+        self._serial += 1
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        name = f"{self.prefix}-{stamp}-{self._serial:05d}-{os.getpid()}.warc.gz"
+        self._path = self.directory / name
+        self._handle = open(self._path.with_name(name + ".open"), "xb")  # noqa: SIM115
+        self._writer = self._writer_class(self._handle, gzip=True, warc_version="1.0")
+        info = self._writer.create_warcinfo_record(
+            name,
+            {
+                "software": f"nutchy/{__version__} (Scrapy, warcio)",
+                "format": "WARC File Format 1.0",
+                "conformsTo": "http://bibnum.bnf.fr/WARC/WARC_ISO_28500_version1_latestdraft.pdf",
+            },
+        )
+        self._writer.write_record(info)
+
+    def _close_file(self) -> None:
+        handle, path = self._handle, self._path
+        if handle is None or path is None:
+            return
+        self._handle = self._path = self._writer = None
+        handle.close()
+        os.replace(path.with_name(path.name + ".open"), path)
+        self.files.append(path)
+
+    def _records(self, capture: Capture) -> Iterator[Any]:
+        writer = self._writer
+        status_and_headers = self._headers_class
+        phrase = _phrase(capture.status)
+        headers = [(k, v) for k, v in capture.headers if k.lower() not in _WIRE_HEADERS]
+        common: dict[str, str] = {"WARC-Date": capture.date}
+        if capture.ip:
+            common["WARC-IP-Address"] = capture.ip
+        payload: bytes | None = None
+        if capture.status == 304:
+            kind = "revisit"
+            extra = {"WARC-Profile": NOT_MODIFIED_PROFILE, "WARC-Refers-To-Target-URI": capture.url}
+        elif (
+            capture.prev_signature is not None
+            and capture.status == 200
+            and hashlib.md5(capture.payload, usedforsecurity=False).digest()
+            == capture.prev_signature
+        ):
+            kind = "revisit"
+            extra = {
+                "WARC-Profile": IDENTICAL_PROFILE,
+                "WARC-Refers-To-Target-URI": capture.url,
+                "WARC-Payload-Digest": payload_digest(capture.payload),
+            }
+            headers.append(("Content-Length", str(len(capture.payload))))
+        else:
+            kind, payload = "response", capture.payload
+            extra = {"WARC-Truncated": "length"} if capture.truncated else {}
+            headers.append(("Content-Length", str(len(payload))))
+        if kind == "revisit":
+            self.revisits += 1
+        record = writer.create_warc_record(
+            capture.url,
+            kind,
+            payload=None if payload is None else io.BytesIO(payload),
+            length=None if payload is None else len(payload),
+            http_headers=status_and_headers(
+                f"{capture.status} {phrase}", headers, protocol="HTTP/1.1"
+            ),
+            warc_headers_dict={**common, **extra},
+        )
+        yield record
+        if capture.request_headers is not None:
+            parts = urlsplit(capture.url)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            request_headers = [("Host", parts.netloc), *capture.request_headers]
+            yield writer.create_warc_record(
+                capture.url,
+                "request",
+                http_headers=status_and_headers(
+                    f"{capture.method} {target}",
+                    request_headers,
+                    protocol="HTTP/1.1",
+                    is_http_request=True,
+                ),
+                warc_headers_dict={
+                    **common,
+                    "WARC-Concurrent-To": record.rec_headers.get_header("WARC-Record-ID"),
+                },
+            )
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def _text(value: bytes) -> str:
+    return value.decode("latin-1")
+
+
+# --- during the fetch ----------------------------------------------------------------------------
+
+
+class _Writer(threading.Thread):
+    """The thread that writes the captures the reactor queues."""
+
+    def __init__(self, files: WarcFiles, extension: NutchWarcExtension) -> None:
+        super().__init__(name="nutchy-warc", daemon=True)
+        self.files = files
+        self.extension = extension
+        self.captures: queue.SimpleQueue[Capture | None] = queue.SimpleQueue()
+        self.error: OSError | None = None
+        self.lost = 0
+
+    def run(self) -> None:
+        from twisted.internet import reactor
+
+        files, extension = self.files, self.extension
+        while (capture := self.captures.get()) is not None:
+            if self.error is not None:
+                self.lost += 1
+                continue
+            try:
+                files.write(capture)
+            except OSError as exc:
+                self.error = exc
+                self.lost += 1
+                reactor.callFromThread(extension._write_failed, exc)
+                continue
+            if extension.paused and self.captures.qsize() <= extension.queue_size // 2:
+                reactor.callFromThread(extension._resume)
+        if self.error is None:
+            try:
+                files.close()
+            except OSError as exc:
+                self.error = exc
+
+
+class NutchWarcExtension:
+    """Writes every answer of the fetch to WARC files (see the module docstring).
+
+    *files* writes the records (in the writer thread); *queue_size* captures may wait before
+    the engine is paused (*pause*, *resume*); *halt* tells the fetch to stop taking URLs; *stats*
+    is the crawler's. *content_signatures*: the rows' signatures are MD5 digests of their
+    content (``db.signature.class`` is ``MD5Signature``), so an unchanged one can be told.
+    """
+
+    def __init__(
+        self,
+        files: WarcFiles,
+        *,
+        queue_size: int,
+        stats: StatsCollector,
+        pause: Callable[[], None],
+        resume: Callable[[], None],
+        halt: Callable[[str], None],
+        content_signatures: bool = True,
+    ) -> None:
+        self.files = files
+        self.content_signatures = content_signatures
+        self.queue_size = queue_size
+        self.stats = stats
+        self._pause = pause
+        self._resume_engine = resume
+        self._halt = halt
+        self.paused = False
+        self._thread: _Writer | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        from scrapy import signals
+        from scrapy.exceptions import NotConfigured
+
+        from nutchy._checks import refuse_to_start
+        from nutchy._fetch import fetch_finished, fetch_halted
+        from nutchy.core.signature import MD5Signature
+        from nutchy.jobs._cycle import signature
+        from nutchy.jobs._settings import get_bool, get_int
+
+        settings = crawler.settings
+        if not get_bool(settings, "NUTCH_WARC_ENABLED"):
+            raise NotConfigured  # quietly: an argument would be logged as a warning
+        try:
+            directory = warc_dir(settings)
+            max_size = get_int(settings, "NUTCH_WARC_MAX_SIZE", 1)
+            queue_size = get_int(settings, "NUTCH_WARC_QUEUE_SIZE", 1)
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot make the WARC folder {directory}: {exc}") from exc
+            files = WarcFiles(
+                directory, prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy", max_size=max_size
+            )
+        except NutchError as exc:
+            refuse_to_start(exc)
+        assert crawler.stats is not None
+
+        def pause() -> None:
+            assert crawler.engine is not None
+            crawler.engine.pause()
+
+        def resume() -> None:
+            assert crawler.engine is not None
+            crawler.engine.unpause()
+
+        def halt(reason: str) -> None:
+            crawler.signals.send_catch_log(fetch_halted, reason=reason)
+
+        extension = cls(
+            files,
+            queue_size=queue_size,
+            stats=crawler.stats,
+            pause=pause,
+            resume=resume,
+            halt=halt,
+            content_signatures=isinstance(signature(settings), MD5Signature),
+        )
+        crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(extension.fetch_finished, signal=fetch_finished)
+        return extension
+
+    def spider_opened(self) -> None:
+        self._thread = _Writer(self.files, self)
+        self._thread.start()
+
+    def fetch_finished(
+        self,
+        request: Request,
+        outcome: FetchOutcome | None,
+        response: Response | None = None,
+    ) -> None:
+        """Queue the answer *response* to *request* for the writer thread."""
+        thread = self._thread
+        if response is None or outcome is None or thread is None or thread.error is not None:
+            return
+        from nutchy._fetch import META_ENTRY
+
+        entry = request.meta.get(META_ENTRY)
+        payload = outcome.content if outcome.content is not None else response.body
+        capture = Capture(
+            url=response.url,
+            date=warc_date(time.time() * 1000),
+            status=response.status,
+            headers=[
+                (_text(name), _text(value))
+                for name, values in response.headers.items()
+                for value in values
+            ],
+            payload=payload,
+            method=request.method,
+            request_headers=[
+                (_text(name), _text(value))
+                for name, values in request.headers.items()
+                for value in values
+            ],
+            ip=str(response.ip_address) if response.ip_address else None,
+            truncated=outcome.truncated,
+            prev_signature=getattr(entry, "signature", None) if self.content_signatures else None,
+        )
+        thread.captures.put(capture)
+        if not self.paused and thread.captures.qsize() >= self.queue_size:
+            # The disk is behind: no request starts until half the queue is written.
+            self.paused = True
+            self.stats.inc_value("nutch/warc/paused")
+            self._pause()
+
+    def _resume(self) -> None:
+        thread = self._thread
+        if self.paused and (thread is None or thread.captures.qsize() <= self.queue_size // 2):
+            self.paused = False
+            self._resume_engine()
+
+    def _write_failed(self, error: OSError) -> None:
+        self.stats.inc_value("nutch/warc/write_error")
+        logger.error(
+            "Cannot write the WARC file in %(dir)s: %(error)s; the fetch stops taking URLs (the"
+            " rows not fetched are left for -a resume=true; nutchy warc exports what the table"
+            " holds)",
+            {"dir": self.files.directory, "error": error},
+        )
+        if self.paused:
+            self.paused = False
+            self._resume_engine()
+        self._halt(f"the WARC file cannot be written: {error}")
+
+    async def spider_closed(self) -> None:
+        """Write what waits, close the file, and count it all in the stats."""
+        from scrapy.utils.asyncio import run_in_thread
+
+        thread = self._thread
+        if thread is None:
+            return
+        thread.captures.put(None)
+        await run_in_thread(thread.join)
+        files = self.files
+        stats = self.stats
+        stats.set_value("nutch/warc/captures", files.captures)
+        stats.set_value("nutch/warc/records", files.records)
+        stats.set_value("nutch/warc/revisits", files.revisits)
+        stats.set_value("nutch/warc/files", len(files.files))
+        if thread.lost:
+            stats.set_value("nutch/warc/lost", thread.lost)
+        logger.info(
+            "Wrote %(captures)d answers (%(records)d WARC records, %(revisits)d revisits) to"
+            " %(files)d files in %(dir)s%(lost)s",
+            {
+                "captures": files.captures,
+                "records": files.records,
+                "revisits": files.revisits,
+                "files": len(files.files),
+                "dir": files.directory,
+                "lost": f"; {thread.lost} NOT written" if thread.lost else "",
+            },
+        )
+
+
+# --- nutchy warc ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What :func:`export_warc` wrote: *captures* rows into *files*."""
+
+    captures: int
+    files: list[Path]
+
+
+def export_warc(
+    table: WebTable,
+    out: Path,
+    *,
+    batch_id: str | None,
+    max_size: int,
+    prefix: str = "nutchy",
+    progress: Callable[[], None] | None = None,
+) -> ExportResult:
+    """Write a ``response`` record for every row of the table that holds content (of batch
+    *batch_id*, by its fetch or updatedb mark, or every row for ``None``) into WARC files in *out*:
+    the stored headers and content, dated by the fetch (``f:pts`` once updatedb has moved the
+    fetch time on, ``f:ts`` before), with the stored server address when there is one."""
+    from nutchy.core.status import Mark, Metadata, ProtocolStatusCode
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = WarcFiles(out, prefix=prefix, max_size=max_size)
+    fields = (
+        "content",
+        "headers",
+        "protocol_status",
+        "fetch_time",
+        "prev_fetch_time",
+        "markers",
+        "metadata",
+    )
+    if batch_id is None:
+        pages: Iterator[WebPage] = table.scan(fields, skip_errors=True)
+    else:  # fetched and not updated yet, then updated
+        pages = itertools.chain(
+            table.scan(fields, marker=(Mark.FETCH, batch_id), skip_errors=True),
+            table.scan(fields, marker=(Mark.UPDATEDB, batch_id), skip_errors=True),
+        )
+    try:
+        for page in pages:
+            if not page.content or page.protocol_status is None:
+                continue
+            if page.protocol_status.code != ProtocolStatusCode.SUCCESS:
+                continue  # only an answer 200 is known with its status code
+            updated = Mark.UPDATEDB in page.markers
+            when = page.prev_fetch_time if updated and page.prev_fetch_time else page.fetch_time
+            address = page.metadata.get(Metadata.IP)
+            files.write(
+                Capture(
+                    url=page.url,
+                    date=warc_date(when),
+                    status=200,
+                    headers=sorted(page.headers.items()),
+                    payload=page.content,
+                    ip=address.decode("utf-8", "replace") if address else None,
+                    truncated=page.metadata.get("truncated-content") == b"true",
+                )
+            )
+            if progress is not None:
+                progress()
+    finally:
+        files.close()
+    return ExportResult(files.captures, files.files)
