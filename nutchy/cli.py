@@ -277,6 +277,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dedup.set_defaults(run=_dedup)
 
+    clean = _subcommand(
+        commands,
+        "clean",
+        "delete gone, redirected and duplicate pages from every index writer's index",
+        "Read the whole table and delete every page that is gone (404, 410, denied), redirected"
+        " (at fetch or by a meta refresh) or a duplicate (nutchy dedup) from each index writer of"
+        " NUTCH_INDEX_WRITERS, then commit. Safe to run again.",
+    )
+    clean.add_argument(
+        "-noCommit",
+        dest="commit",
+        action="store_false",
+        help="send the deletions but do not ask the writers to commit them",
+    )
+    clean.set_defaults(run=_clean)
+
     fetch = _subcommand(
         commands,
         "fetch",
@@ -869,6 +885,24 @@ def _dedup(args: argparse.Namespace) -> int:
             f" ({result.sort.spilled_bytes / 2**20:.1f} MB, deleted)",
             file=sys.stderr,
         )
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from nutchy.index.chain import load_writers
+    from nutchy.jobs.clean import clean
+
+    settings = _settings(args)
+    writers = load_writers(settings)
+    with open_table(settings) as table, Progress("clean: rows read") as bar:
+        counts = clean(table, writers, commit=args.commit, progress=bar)
+    print(
+        f"nutchy clean: {counts.rows} rows read; deleted {counts.deleted} URLs ({counts.gone}"
+        f" gone, {counts.redirected} redirected, {counts.duplicates} duplicates) from"
+        f" {', '.join(w.describe() for w in writers)}"
+        + ("" if args.commit else ", not committed (-noCommit)"),
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -18,6 +18,9 @@ Failures:
   :exc:`~nutchy.exceptions.IndexWriterError` naming the writer, its URL and the server's reason,
   once the rest of the buffer was sent. So is an action still failing after *retries*.
 
+:meth:`close` sends what is still buffered without committing it (a job run without commits),
+unless a request failed before.
+
 Authentication: HTTP Basic (*username* and *password*), an Elasticsearch/OpenSearch API key
 (*api_key*: the ``encoded`` value Elasticsearch returns, or ``id:key``), or a bearer token
 (*bearer_token*); at most one. *verify* is the TLS check of ``https`` URLs: ``True`` (the
@@ -127,6 +130,7 @@ class _ServerIndexWriter(BaseIndexWriter):
         self._http = urllib3.PoolManager(num_pools=2, maxsize=2, **pool)
         self._pending: OrderedDict[str, _Action] = OrderedDict()
         self._pending_bytes = 0
+        self._failed = False
         #: Requests sent, and actions sent again after a failure (for the job's summary).
         self.requests = 0
         self.resent = 0
@@ -200,6 +204,13 @@ class _ServerIndexWriter(BaseIndexWriter):
 
     def _flush(self) -> None:
         """Send the buffer in requests of at most *max_docs* actions and *max_bytes* bytes."""
+        try:
+            self._send_pending()
+        except IndexWriterError:
+            self._failed = True
+            raise
+
+    def _send_pending(self) -> None:
         refused: list[str] = []
         while self._pending:
             batch: list[tuple[str, _Action]] = []
@@ -316,9 +327,16 @@ class _ServerIndexWriter(BaseIndexWriter):
         raise NotImplementedError
 
     def close(self) -> None:
-        self._pending.clear()
-        self._pending_bytes = 0
-        self._http.clear()
+        """Send what is still buffered, without committing it (``nutchy clean -noCommit``; the
+        server makes it visible at its next refresh or commit), unless a request of this
+        writer failed already; then release the connections."""
+        try:
+            if self._pending and not self._failed:
+                self._flush()
+        finally:
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._http.clear()
 
 
 class ElasticsearchIndexWriter(_ServerIndexWriter):
