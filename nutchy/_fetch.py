@@ -100,6 +100,7 @@ class FetchSettings:
     robots_defer: bool = True
     robots_defer_delay: float = 300.0
     robots_defer_retries: int = 3
+    robots_max_size: int = 512000
     ignore_external_links: bool = False
     fetch_interval_default: int = 2592000
     flush_size: int = 100
@@ -136,6 +137,7 @@ class FetchSettings:
             robots_defer_retries=_settings.get_int(
                 settings, "NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_RETRIES", 0
             ),
+            robots_max_size=_settings.get_int(settings, "NUTCH_HTTP_ROBOTS_MAX_SIZE", -1),
             ignore_external_links=_settings.get_bool(settings, "NUTCH_DB_IGNORE_EXTERNAL_LINKS"),
             fetch_interval_default=_settings.get_int(
                 settings, "NUTCH_DB_FETCH_INTERVAL_DEFAULT", 1

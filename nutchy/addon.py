@@ -2,9 +2,11 @@
 
 It registers every ``NUTCH_*`` default (at the ``default`` priority, so the project and ``-s``
 override them), makes the ``nutch`` spider available, and switches the fetch on: nutchy's
-scheduler and its two downloader middlewares, the parse pipeline (``NUTCH_FETCHER_PARSE``) and
-the updatedb pipeline (``NUTCH_FETCHER_UPDATEDB``). It does all of it before the crawler exists
-too (``update_pre_crawler_settings``), so that ``scrapy list`` and ``scrapy settings --get``,
+scheduler and its downloader middlewares (:mod:`nutchy.compression`'s in the place of Scrapy's
+``HttpCompressionMiddleware``, and the download handlers of http and https only), the parse
+pipeline (``NUTCH_FETCHER_PARSE``) and the updatedb pipeline (``NUTCH_FETCHER_UPDATEDB``). It
+does all of it before the crawler exists too (``update_pre_crawler_settings``), so that
+``scrapy list`` and ``scrapy settings --get``,
 which nutchy's commands make apply it (:mod:`nutchy.commands`), show the spider and the
 settings as the crawl has them. The ``nutch_sitemap`` spider (:mod:`nutchy.sitemaps`) comes
 with it. For the ``nutch`` spider it then checks the final settings
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+
+from scrapy.settings import SETTINGS_PRIORITIES
 
 from nutchy._checks import NUTCH_SCHEDULER, check_components, check_table, refuse_to_start
 from nutchy.exceptions import ConfigError, TableMissing
@@ -38,6 +42,10 @@ FETCH_MIDDLEWARE_ORDER = 40
 #: requests of rows skip (``dont_obey_robotstxt``): robots.txt is checked once the request is
 #: known to go out, before any header, cookie or proxy work is done for it.
 ROBOTS_MIDDLEWARE_ORDER = 90
+#: Scrapy's HttpCompressionMiddleware's place, taken by nutchy's (nutchy.compression).
+COMPRESSION_MIDDLEWARE_ORDER = 590
+#: Download handlers the add-on turns off: the fetch downloads http and https URLs only.
+UNUSED_DOWNLOAD_HANDLERS = ("data", "file", "ftp", "s3")
 #: Item pipelines: parse first (a project's own pipelines at the usual 300 then see parsed pages).
 PARSE_PIPELINE_ORDER = 100
 #: The updatedb pipeline sees no items (it acts when a batch ends); it sits after the others.
@@ -71,6 +79,9 @@ class NutchAddon:
         cls().update_settings(settings)
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+
+        from nutchy.compression import NutchHttpCompressionMiddleware
         from nutchy.index.pipeline import NutchIndexPipeline
         from nutchy.middlewares import NutchFetchMiddleware
         from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
@@ -84,6 +95,26 @@ class NutchAddon:
         )
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", NutchRobotsMiddleware, ROBOTS_MIDDLEWARE_ORDER
+        )
+        # Bodies decoded up to the content limit, and one that does not decode recorded.
+        # (A project that lists Scrapy's keeps it; nutchy's then finds the bodies decoded.)
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", HttpCompressionMiddleware, None
+        )
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", NutchHttpCompressionMiddleware, COMPRESSION_MIDDLEWARE_ORDER
+        )
+        # No file:, ftp:, s3: or data: URL is ever downloaded, whatever reaches the fetch (a
+        # project may still name a handler of its own for a scheme).
+        handlers = settings.getdict("DOWNLOAD_HANDLERS")
+        for scheme in UNUSED_DOWNLOAD_HANDLERS:
+            handlers.setdefault(scheme, None)
+        settings.set(
+            "DOWNLOAD_HANDLERS",
+            handlers,
+            priority=max(
+                settings.getpriority("DOWNLOAD_HANDLERS") or 0, SETTINGS_PRIORITIES["addon"]
+            ),
         )
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", NutchParsePipeline, PARSE_PIPELINE_ORDER

@@ -305,6 +305,10 @@ NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_DELAY = 300000
 # Deferrals of one host after which its remaining pages are left for a later fetch.
 NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_RETRIES = 3
 
+# (nutchy only) Bytes of a robots.txt read, raw and decoded alike (Google reads 500 KiB); the
+# rest is ignored, as if the file ended there. -1: no limit.
+NUTCH_HTTP_ROBOTS_MAX_SIZE = 512000
+
 # Whether the response time (ms) is stored in mtdt:_rs_.
 NUTCH_HTTP_STORE_RESPONSETIME = True
 

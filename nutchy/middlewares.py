@@ -13,7 +13,18 @@ response or exception after them. For each one it:
   (:mod:`nutchy.core.fetch`), builds the row's update, and sends :data:`nutchy._fetch.fetch_finished`,
   which the scheduler counts, writes and uses for the queue's politeness;
 - records redirects the Nutch way, and follows them within the fetch when
-  ``http.redirect.max`` > 0 (loops and overlong chains are not followed).
+  ``http.redirect.max`` > 0 (loops and overlong chains are not followed);
+- fetches only ``http`` and ``https`` URLs: any other scheme (a ``file:`` seed injected with
+  ``-noFilter``, a redirect to ``ftp:``) is recorded as PROTO_NOT_FOUND without a request;
+- records a body that its ``Content-Encoding`` cannot decode
+  (:mod:`nutchy.compression`) as a failed fetch, and one decoded past the content limit as
+  truncated.
+
+Every request of a row ends in exactly one recorded outcome, whatever happens to it: an exception
+raised by any downloader middleware, in ``process_request``, ``process_response`` or the download
+itself, reaches the request's errback (:meth:`NutchFetchMiddleware.download_failed`, set here),
+which records it as a failed fetch when nothing else did. The errback also keeps Scrapy from
+logging such a failure as an error with a traceback: it is an outcome, recorded.
 
 Responses reach the spider with their outcome in ``response.meta["nutch_outcome"]``: those
 recorded as FETCHED, or every one when the spider's ``nutch_every_response`` is true; the others
@@ -24,6 +35,7 @@ failed fetch and moves on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -49,6 +61,7 @@ from nutchy._fetch import (
     FetchSettings,
     fetch_finished,
 )
+from nutchy.compression import DECODED_TRUNCATED, META_DECODE_ERROR, META_DECODED_LIMIT, UNDECODABLE
 from nutchy.core.fetch import (
     FetchEntry,
     FetchOutcome,
@@ -72,6 +85,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.signalmanager import SignalManager
     from scrapy.statscollectors import StatsCollector
+    from twisted.python.failure import Failure
 
     from nutchy.core.urlfilter import RegexURLFilter
 
@@ -81,6 +95,14 @@ logger = logging.getLogger(__name__)
 
 # Scrapy meta key of the bytes received so far (private to this module).
 _RECEIVED = "_nutch_received"
+# Request meta: the request's outcome was recorded (private to this module).
+_RECORDED = "_nutch_recorded"
+#: The schemes the fetch downloads.
+FETCHED_SCHEMES = ("http", "https")
+
+
+class UnsupportedScheme(IgnoreRequest):
+    """A row whose URL is neither ``http`` nor ``https``: never downloaded."""
 
 
 class FetchFailed(IgnoreRequest):
@@ -151,6 +173,11 @@ class NutchFetchMiddleware:
         entry = request.meta.get(META_ENTRY)
         if entry is None or request.meta.get(META_ROBOTS):
             return
+        if request.errback is None:
+            request.errback = self.download_failed
+        scheme = request.url.partition(":")[0].lower()
+        if scheme not in FETCHED_SCHEMES:
+            raise UnsupportedScheme(f"{scheme}: only http and https URLs are fetched")
         for name, value in conditional_headers(entry).items():
             request.headers.setdefault(name, value)
         meta = request.meta
@@ -159,6 +186,8 @@ class NutchFetchMiddleware:
         meta.setdefault("handle_httpstatus_all", True)  # every status is an outcome
         meta.setdefault("dont_obey_robotstxt", True)  # nutchy.robots decides
         meta.setdefault("download_timeout", self.settings.timeout)
+        # nutchy.compression decodes the body up to the content limit, and no further.
+        meta.setdefault(META_DECODED_LIMIT, self.settings.content_limit)
         if self.settings.content_limit >= 0:
             # The body stops at the limit (bytes_received below), so a large announced size is
             # no reason to warn. DOWNLOAD_MAXSIZE still cancels a response announced larger.
@@ -183,6 +212,10 @@ class NutchFetchMiddleware:
         if entry is None or request.meta.get(META_ROBOTS):
             return response
         now = _now()
+        if UNDECODABLE in response.flags and response.status == 200:
+            # As in Nutch, a page whose body does not unzip is a failed fetch, tried again
+            # later; any other answer is what its status says.
+            self.process_exception(request, _Undecodable(request.meta.get(META_DECODE_ERROR, "")))
         outcome = self._outcome(entry, request, response)
         target = self._redirect_target(entry, outcome)
         retry_after = None
@@ -214,6 +247,12 @@ class NutchFetchMiddleware:
         if isinstance(exception, RobotsDenied):
             outcome = FetchOutcome(ProtocolStatus(ProtocolStatusCode.ROBOTS_DENIED))
             requested = False
+        elif isinstance(exception, UnsupportedScheme):
+            outcome = FetchOutcome(
+                ProtocolStatus(ProtocolStatusCode.PROTO_NOT_FOUND, (str(exception),))
+            )
+            requested = False
+            self.stats.inc_value("nutch/fetch/exception/scheme")
         elif isinstance(exception, IgnoreRequest):
             # Dropped by another component: nothing is known of the page; it stays unfetched.
             self._finish(request, None, None)
@@ -233,6 +272,21 @@ class NutchFetchMiddleware:
         self._finish(request, outcome, update, requested=requested)
         raise FetchFailed(outcome) from exception
 
+    def download_failed(self, failure: Failure) -> None:
+        """The errback of the requests of rows: a failure that no ``process_exception`` saw (an
+        exception raised in a downloader middleware's ``process_response``, such as a body its
+        ``Content-Encoding`` cannot decode in a middleware of the project's) is recorded as a
+        failed fetch; one already recorded is dropped quietly."""
+        request: Request = failure.request  # type: ignore[attr-defined]
+        if request.meta.get(_RECORDED) or META_ENTRY not in request.meta:
+            return
+        exception = failure.value
+        if not isinstance(exception, Exception):
+            return
+        self.stats.inc_value("nutch/fetch/exception/after_download")
+        with contextlib.suppress(FetchFailed):
+            self.process_exception(request, exception)
+
     def _outcome(self, entry: FetchEntry, request: Request, response: Response) -> FetchOutcome:
         # A body of another length than what came over the wire was decoded (Content-Encoding):
         # its Content-Length is that of the encoded body, and is not stored (Nutch 2.4,
@@ -250,7 +304,7 @@ class NutchFetchMiddleware:
             headers,
             response.body,
             content_limit=settings.content_limit,
-            truncated="download_stopped" in response.flags,
+            truncated="download_stopped" in response.flags or DECODED_TRUNCATED in response.flags,
             response_time=(
                 round(latency * 1000)
                 if settings.store_response_time and latency is not None
@@ -336,6 +390,7 @@ class NutchFetchMiddleware:
         requested: bool = True,
         response: Response | None = None,
     ) -> None:
+        request.meta[_RECORDED] = True
         self.signals.send_catch_log(
             fetch_finished,
             request=request,
@@ -348,11 +403,17 @@ class NutchFetchMiddleware:
         )
 
 
+class _Undecodable(Exception):
+    """A body that its ``Content-Encoding`` does not decode (reason ``decoding``)."""
+
+
 def describe_exception(exception: BaseException) -> tuple[str, str]:
     """A short reason (``timeout``, ``dns``, ``refused``, ``reset``, ``tls``, or the exception's
     class name) and a message for a failed download, found through the exception, its causes
     and, for Twisted's response failures, the reasons it wraps."""
     message = str(exception) or type(exception).__name__
+    if isinstance(exception, _Undecodable):
+        return "decoding", message
     for exc in _causes(exception):
         if isinstance(
             exc,

@@ -2,8 +2,12 @@
 
 :class:`NutchRobotsMiddleware` (order 90) fetches ``/robots.txt`` the first time a page of a
 ``scheme://host:port`` is requested, through the engine (so it passes the other downloader
-middlewares and follows one redirect, as Nutch does), and keeps the verdict for the crawl. Each
-page of a host is then:
+middlewares), and keeps the verdict for the crawl. It follows up to five redirects, to any host,
+and the rules of the file it ends at apply (RFC 9309 §2.3.1.2; Nutch follows one); more, a loop,
+or a redirect to a scheme other than http and https, is a robots.txt that is unavailable, which
+allows everything. It reads at most ``NUTCH_HTTP_ROBOTS_MAX_SIZE`` bytes (500 KiB, as Google):
+the download stops there, a compressed file is decoded to that size and no further
+(:mod:`nutchy.compression`), and the rules past it are ignored. Each page of a host is then:
 
 - denied when the rules disallow it for ``ROBOTSTXT_USER_AGENT`` (or ``USER_AGENT``): the
   request ends with :exc:`RobotsDenied`, which :class:`~nutchy.middlewares.NutchFetchMiddleware`
@@ -25,11 +29,11 @@ import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
-from scrapy import Request
-from scrapy.exceptions import IgnoreRequest
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
@@ -41,6 +45,7 @@ from nutchy._fetch import (
     META_ROBOTS,
     FetchSettings,
 )
+from nutchy.compression import META_DECODED_LIMIT
 from nutchy.core.fetch import robots_verdict
 
 if TYPE_CHECKING:
@@ -55,6 +60,12 @@ __all__ = ["NutchRobotsMiddleware", "RobotsDenied", "RobotsRules"]
 logger = logging.getLogger(__name__)
 
 Download = Callable[[Request], Coroutine[Any, Any, "Response"]]
+
+#: Redirects of robots.txt followed (RFC 9309 §2.3.1.2: at least five).
+ROBOTS_REDIRECTS = 5
+_REDIRECT_CODES = frozenset((301, 302, 303, 307, 308))
+# Request meta of a robots.txt request: the bytes received so far (private to this module).
+_RECEIVED = "_nutch_robots_received"
 
 
 class RobotsDenied(IgnoreRequest):
@@ -111,12 +122,25 @@ class NutchRobotsMiddleware:
             return crawler.engine.download_async(request)
 
         agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or ""
-        return cls(
+        middleware = cls(
             FetchSettings.from_settings(settings),
             download=download,
             agent=str(agent),
             stats=crawler.stats,
         )
+        crawler.signals.connect(middleware.bytes_received, signal=signals.bytes_received)
+        return middleware
+
+    def bytes_received(self, data: bytes, request: Request) -> None:
+        """Stop the download of a robots.txt once more than ``NUTCH_HTTP_ROBOTS_MAX_SIZE`` bytes
+        have come; the response keeps what came."""
+        meta = request.meta
+        if not meta.get(META_ROBOTS):
+            return
+        received = meta.get(_RECEIVED, 0) + len(data)
+        meta[_RECEIVED] = received
+        if 0 <= self.settings.robots_max_size < received:
+            raise StopDownload(fail=False)
 
     def process_request(
         self, request: Request
@@ -161,15 +185,16 @@ class NutchRobotsMiddleware:
                 "download_slot": f"{request.meta.get(META_QUEUE, origin)} robots.txt",
                 "dont_obey_robotstxt": True,
                 "dont_retry": True,
+                "dont_redirect": True,  # followed below
                 "handle_httpstatus_all": True,
-                "redirect_ttl": 1,  # Nutch follows one redirect of robots.txt
                 "download_timeout": self.settings.timeout,
+                META_DECODED_LIMIT: self.settings.robots_max_size,
             },
             dont_filter=True,
         )
         self.stats.inc_value("nutch/fetch/robots/fetched")
         try:
-            response = await self.download(robots)
+            response = await self._download_following(robots)
         except Exception as exc:  # noqa: BLE001 - every failure has the same verdict
             # Any failure allows everything, as in Nutch. Unlike Nutch 2.x, the verdict is kept:
             # a host whose robots.txt times out would otherwise cost a timeout per page.
@@ -179,6 +204,15 @@ class NutchRobotsMiddleware:
             )
             self.stats.inc_value("nutch/fetch/robots/error")
             return RobotsRules(rule="allow"), True
+        if response is None:
+            # RFC 9309 §2.3.1.2: past five redirects (or in a loop) robots.txt is unavailable,
+            # and an unavailable robots.txt allows everything (§2.3.1.3).
+            logger.info(
+                "%(url)s redirects more than %(n)d times, or in a loop: allowing everything",
+                {"url": robots.url, "n": ROBOTS_REDIRECTS},
+            )
+            self.stats.inc_value("nutch/fetch/robots/redirect_exceeded")
+            return RobotsRules(rule="allow"), True
         self.stats.inc_value(f"nutch/fetch/robots/status/{response.status}")
         verdict = robots_verdict(
             response.status, self.settings.robots_403_allow, self.settings.robots_defer
@@ -187,9 +221,34 @@ class NutchRobotsMiddleware:
             return RobotsRules(rule=None, deferred=True), False
         if not verdict.parse:
             return RobotsRules(rule=verdict.rule), verdict.cache
-        parser = Protego.parse(response.body.decode("utf-8", "replace"))
+        body = response.body
+        limit = self.settings.robots_max_size
+        if 0 <= limit < len(body) or "download_stopped" in response.flags:
+            self.stats.inc_value("nutch/fetch/robots/truncated")
+            if limit >= 0:
+                body = body[:limit]
+        parser = Protego.parse(body.decode("utf-8", "replace"))
         delay = parser.crawl_delay(self.agent)
         return RobotsRules(parser, crawl_delay=None if delay is None else float(delay)), True
+
+    async def _download_following(self, request: Request) -> Response | None:
+        """The answer to *request* (a robots.txt) once its redirects are followed, up to
+        :data:`ROBOTS_REDIRECTS`; ``None`` past them, in a loop, or towards a scheme that is
+        not fetched."""
+        seen = {request.url}
+        for _ in range(ROBOTS_REDIRECTS + 1):
+            response = await self.download(request)
+            location = response.headers.get(b"Location")
+            if response.status not in _REDIRECT_CODES or not location:
+                return response
+            target = urljoin(request.url, location.decode("latin-1").strip())
+            if urlsplit(target).scheme not in ("http", "https") or target in seen:
+                return None
+            seen.add(target)
+            self.stats.inc_value("nutch/fetch/robots/redirect")
+            meta = {k: v for k, v in request.meta.items() if k != _RECEIVED}
+            request = request.replace(url=target, meta=meta)
+        return None
 
     def _check(self, request: Request, rules: RobotsRules) -> Request | None:
         if rules.deferred:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.asyncio import call_later, run_in_thread
+from scrapy.utils.asyncio import call_later, create_looping_call, run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from nutchy._checks import refuse_to_start
@@ -268,7 +268,11 @@ class NutchScheduler:
         self._hard: list[tuple[float, int, _Queue]] = []
         self._seq = itertools.count()
         self._queued = 0
-        self._released: dict[int, tuple[FetchEntry, _Queue]] = {}
+        #: the rows in flight: id of the entry -> the entry, its queue, when it was released
+        self._released: dict[int, tuple[FetchEntry, _Queue, float]] = {}
+        #: ids of the entries the watchdog recorded while their request was still out
+        self._expired: set[int] = set()
+        self._watchdog: Any = None
         self._other: deque[Request] = deque()
         # reading
         self._reading = False
@@ -417,6 +421,8 @@ class NutchScheduler:
             or self._other
             or self._reading
             or self._follows
+            # a row in flight ends in an outcome, if need be the watchdog's
+            or self._released
             or (not self._stopped and self._frontier is not None and self._frontier.more())
         )
 
@@ -435,6 +441,8 @@ class NutchScheduler:
             return True
         # A request of a row coming back: a robots.txt deferral, a retry by another component,
         # or one the scheduler handed the engine itself.
+        if id(entry) in self._expired:
+            return True  # the watchdog recorded it already
         released = self._released.pop(id(entry), None)
         queue = self._queues.get(meta.get(META_QUEUE, ""))
         if released is not None:
@@ -535,7 +543,7 @@ class NutchScheduler:
             self._schedule(queue, now)
             return None
         queue.inflight += 1
-        self._released[id(entry)] = (entry, queue)
+        self._released[id(entry)] = (entry, queue, now)
         self._summary.released += 1
         self._schedule(queue, now)
         return request
@@ -615,6 +623,11 @@ class NutchScheduler:
         requested: bool,
     ) -> None:
         entry = request.meta.get(META_ENTRY)
+        if entry is not None and id(entry) in self._expired:
+            # The watchdog recorded this row and freed its queue already.
+            self._expired.discard(id(entry))
+            self.stats.inc_value("nutch/fetch/watchdog/late")
+            return
         released = self._released.pop(id(entry), None) if entry is not None else None
         now = time.monotonic()
         if released is not None:
@@ -640,6 +653,45 @@ class NutchScheduler:
             self.stats.inc_value("nutch/fetch/dropped_by_other")
             if entry is not None and self._frontier is not None:
                 self._frontier.skipped([entry])
+
+    @property
+    def stuck_after(self) -> float:
+        """Seconds after which a request released from a queue with no delay and no outcome yet
+        is taken for lost: its robots.txt fetched through five redirects (six timeouts), the page
+        (one more), and one timeout of slack; a queue's own delay is added to it."""
+        return 8 * self.settings.timeout
+
+    def _watch(self) -> None:
+        """The watchdog: a row whose request has been out longer than :attr:`stuck_after` plus
+        its queue's delay, with no outcome, is recorded as a failed fetch and its queue freed,
+        whatever became of the request (a component that lost it, a download that never ends).
+        An outcome that comes for it later is dropped."""
+        now = time.monotonic()
+        lost = False
+        for key, (entry, queue, since) in list(self._released.items()):
+            bound = queue.delay + self.stuck_after
+            if now - since <= bound:
+                continue
+            lost = True
+            del self._released[key]
+            self._expired.add(key)
+            queue.inflight -= 1
+            queue.ready_at = now + queue.delay
+            self._schedule(queue, now)
+            if not queue.entries and not queue.inflight and self._frontier is not None:
+                self._frontier.idle(queue.id, max(queue.ready_at, queue.blocked_until) - now)
+            outcome = FetchOutcome(
+                exception_status("watchdog", f"no outcome {bound:.1f} s after the request left")
+            )
+            change = fetch_change(entry, outcome, now=_now_ms())
+            self._record(entry, outcome, build_update(entry.key, *change))
+            self.stats.inc_value("nutch/fetch/watchdog")
+            logger.warning(
+                "No outcome for %(url)s %(secs).1f s after its request left: recorded as failed",
+                {"url": entry.url, "secs": now - since},
+            )
+        if lost and self._starved and not self._backlogged():
+            self._poke()
 
     def _throttle(
         self, queue: _Queue, now: float, retry_after: float | None, throttled: bool
@@ -854,6 +906,8 @@ class NutchScheduler:
             self._deadline = self._started + self._time_limit * 60
             self._deadline_call = call_later(self._time_limit * 60, self._stop)
         self._writer.start()
+        self._watchdog = create_looping_call(self._watch)
+        self._watchdog.start(max(self.settings.timeout, 0.1), now=False)
         try:
             job = await self._rounds.first_batch(self.job)
             if job is None:
@@ -865,6 +919,7 @@ class NutchScheduler:
             # A bad argument for this frontier, or Redis down at start: one line, exit code 1,
             # and never a fallback to another frontier.
             self._writer.stop()
+            self._watchdog.stop()
             await run_in_thread(table.close)
             self._table = None
             refuse_to_start(exc)
@@ -973,6 +1028,8 @@ class NutchScheduler:
             self._progress.close()
         if self._writer is not None:
             self._writer.stop()
+        if self._watchdog is not None and self._watchdog.running:
+            self._watchdog.stop()
         if self._deadline_call is not None:
             self._deadline_call.cancel()
         table = self._table

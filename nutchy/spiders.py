@@ -66,8 +66,8 @@ SPIDER_DEFAULTS: dict[str, object] = {
 #: unless the project lists them in the setting (with an order): each would still cost a call
 #: per request or response. Its requests are all ``dont_filter`` (Offsite), carry their
 #: ``download_timeout`` (DownloadTimeout), ``dont_retry`` (Retry) and, for the rows,
-#: ``dont_redirect`` (MetaRefresh: nutchy records redirects and follows them itself, and follows
-#: a robots.txt redirect through Scrapy's RedirectMiddleware, which stays); the spider yields
+#: ``dont_redirect`` (MetaRefresh: nutchy records redirects and follows them itself, robots.txt
+#: redirects included; RedirectMiddleware stays); the spider yields
 #: no requests (Depth, UrlLength, MetaCopyDetection) and every status is an outcome (HttpError).
 #: RefererMiddleware stays: RedirectMiddleware looks for it and warns on every crawl without it
 #: (it sets no Referer on the fetch's requests, which no response produced).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from scrapy import Request
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
@@ -37,6 +38,7 @@ from nutchy._fetch import (
     fetch_finished,
 )
 from nutchy.addon import NutchAddon
+from nutchy.compression import NutchHttpCompressionMiddleware
 from nutchy.core.fetch import FetchEntry
 from nutchy.core.status import ProtocolStatusCode
 from nutchy.exceptions import ConfigError
@@ -48,7 +50,7 @@ from nutchy.middlewares import (
     describe_exception,
 )
 from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
-from nutchy.robots import RobotsDenied
+from nutchy.robots import NutchRobotsMiddleware, RobotsDenied
 from nutchy.spiders import NutchSpider
 
 P = ProtocolStatusCode
@@ -63,7 +65,14 @@ def test_addon_turns_nutchy_on_and_keeps_project_settings():
     assert settings["SCHEDULER"] == "nutchy.scheduler.NutchScheduler"
     middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
     assert middlewares[NutchFetchMiddleware] == 40
-    assert sorted(middlewares.values()) == [40, 90]
+    assert middlewares == {
+        NutchFetchMiddleware: 40,
+        NutchRobotsMiddleware: 90,
+        HttpCompressionMiddleware: None,
+        NutchHttpCompressionMiddleware: 590,
+    }
+    # http and https only
+    assert settings.getdict("DOWNLOAD_HANDLERS") == dict.fromkeys(("data", "file", "ftp", "s3"))
     pipelines = settings.getdict("ITEM_PIPELINES")
     assert pipelines == {
         NutchParsePipeline: 100,

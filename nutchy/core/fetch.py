@@ -357,28 +357,42 @@ def redirect_loop(chain: Iterable[str], target: str) -> bool:
 # --- politeness --------------------------------------------------------------------------------
 
 
+#: The longest wait a ``Retry-After`` is read as (s): about 31 years, longer than any crawl.
+RETRY_AFTER_MAX: Final = 1e9
+
+_DIGITS_RE: Final = re.compile(r"[0-9]+", re.ASCII)
+
+
 def parse_retry_after(value: str | None, now: int) -> float | None:
     """The seconds a ``Retry-After`` header asks to wait, from *now* (ms), or ``None`` when the
     header is missing or unreadable. Both forms of RFC 9110 §10.2.3 are read: a number of seconds
     and an HTTP date (a date in the past means 0).
 
+    Only ASCII digits make a number (``"²"`` and ``"١٢٠"`` are digits to :meth:`str.isdigit`,
+    not to RFC 9110), and a number too long to mean anything reads as :data:`RETRY_AFTER_MAX`;
+    nothing a server sends raises.
+
     >>> parse_retry_after("120", 0), parse_retry_after(" 0 ", 0), parse_retry_after("soon", 0)
     (120.0, 0.0, None)
     >>> parse_retry_after("Fri, 14 Jul 2017 02:40:30 GMT", 1_500_000_000_000)
     30.0
+    >>> parse_retry_after("\u00b2", 0), parse_retry_after("-5", 0), parse_retry_after("9" * 5000, 0)
+    (None, None, 1000000000.0)
     """
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return float(int(text))
+    if _DIGITS_RE.fullmatch(text):
+        # int() of thousands of digits raises (Python's int max str digits) and a year of
+        # seconds is already "never" for a crawl: compare by length first.
+        return RETRY_AFTER_MAX if len(text) > 9 else min(float(text), RETRY_AFTER_MAX)
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:  # RFC 9110 dates are GMT
+            return None
+        return min(max(0.0, when.timestamp() - now / 1000), RETRY_AFTER_MAX)
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        return None
-    return max(0.0, when.timestamp() - now / 1000)
 
 
 class RobotsVerdict(NamedTuple):

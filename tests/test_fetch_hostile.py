@@ -1,0 +1,320 @@
+"""The fetch against a hostile server (tests/hostile_server.py): every misbehaviour of the open web
+ends with a recorded status, in bounded time, with no error or traceback in the log, and the
+fetch process's memory stays bounded through decompression bombs.
+
+One real ``scrapy crawl nutch`` fetches every case at once (one host per group of cases, so the
+slow ones overlap), with the add-on's defaults but for short timeouts and no politeness delay.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import subprocess
+import time
+import zlib
+
+import brotli
+import pytest
+from backports import zstd
+from hostile_server import PAGE, HostileServer, Raw, html
+from sites import FetchProject, prepare_batch
+
+from nutchy.core.fetch import TRUNCATED_KEY
+from nutchy.core.status import CrawlStatus, ProtocolStatusCode
+
+P = ProtocolStatusCode
+C = CrawlStatus
+MiB = 1 << 20
+#: The suite's fetch process may not grow past this (KiB, as ru_maxrss counts on Linux).
+RSS_LIMIT_KIB = 300 * 1024
+
+# One loopback host per group of cases.
+ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, BODY, SCHEME, WATCH = (
+    f"127.0.3.{i}" for i in range(1, 10)
+)
+R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB = (f"127.0.3.{i}" for i in range(20, 26))
+HOSTS = (ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, BODY, SCHEME, WATCH)
+ROBOT_HOSTS = (R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB)
+
+#: A project middleware that raises in process_response, as Scrapy's HttpCompressionMiddleware
+#: did on a body it could not decode, and one that loses a request (it hands the engine another
+#: request in its place), which only the scheduler's watchdog notices.
+PROJECT_MIDDLEWARES = """
+from scrapy import Request
+
+
+class RaisingMiddleware:
+    def process_response(self, request, response):
+        if request.url.endswith("/raw/mw-raise"):
+            raise ValueError("a middleware that raises")
+        return response
+
+
+class LosingMiddleware:
+    def process_request(self, request):
+        if request.url.endswith("/raw/mw-lose"):
+            return Request(request.url + "?lost", dont_filter=True)
+        return None
+"""
+
+
+def _gzip_bomb(mib: int) -> bytes:
+    """gzip members of 1 MiB of zeros each, *mib* of them (about 1 KiB per MiB)."""
+    return gzip.compress(b"\0" * MiB, 9) * mib
+
+
+def _deflate_bomb(mib: int) -> bytes:
+    """A raw deflate stream of *mib* MiB of zeros: a flushed block repeated."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = c.compress(b"\0" * MiB) + c.flush(zlib.Z_FULL_FLUSH)
+    return block * mib + zlib.compressobj(9, zlib.DEFLATED, -15).flush()
+
+
+def _brotli_bomb(prefix: bytes, mib: int, fill: bytes = b"\0") -> bytes:
+    c = brotli.Compressor(quality=1)
+    chunk = fill * MiB
+    return c.process(prefix) + b"".join(c.process(chunk) for _ in range(mib)) + c.finish()
+
+
+def _zstd_bomb(frames: int) -> bytes:
+    """*frames* zstd frames of 16 MiB of zeros each."""
+    return zstd.compress(b"\0" * (16 * MiB)) * frames
+
+
+def _redirect(to: str, code: bytes = b"301 Moved Permanently") -> Raw:
+    return Raw(b"HTTP/1.1 " + code, [(b"Location", to.encode())])
+
+
+DENY_ALL = Raw(body=b"User-agent: *\nDisallow: /\n")
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    with HostileServer(HOSTS + ROBOT_HOSTS) as server:
+        raw = server.raw
+        gz_page = gzip.compress(PAGE)
+        raw["gzip-plain"] = html(PAGE, (b"Content-Encoding", b"gzip"))
+        raw["gzip-plain-404"] = html(PAGE, (b"Content-Encoding", b"gzip"), status=b"404 Not Found")
+        raw["gzip-invalid"] = html(gz_page[:10] + b"garbage" * 50, (b"Content-Encoding", b"gzip"))
+        raw["x-evil-gzip"] = html(gz_page, (b"Content-Encoding", b"x-evil, gzip"))
+        raw["br-past-guard"] = html(
+            _brotli_bomb(b"<html>", 64), (b"Content-Encoding", b"br")
+        )  # 64 MiB: past Scrapy's 32 MiB warning size
+        raw["mw-raise"] = html()
+        raw["page"] = html()
+        raw["mw-lose"] = html()
+        # decompression bombs
+        raw["bomb-br"] = html(_brotli_bomb(b"<html>", 512), (b"Content-Encoding", b"br"))
+        raw["bomb-gzip2"] = html(
+            gzip.compress(_gzip_bomb(1024), 9), (b"Content-Encoding", b"gzip, gzip")
+        )
+        raw["bomb-deflate"] = html(_deflate_bomb(1024), (b"Content-Encoding", b"deflate"))
+        raw["bomb-zstd"] = html(_zstd_bomb(200), (b"Content-Encoding", b"zstd"))
+        # Retry-After
+        raw["retry-superscript"] = html(PAGE, (b"Retry-After", "²".encode()), status=b"503 Busy")
+        raw["retry-arabic"] = html(
+            PAGE, (b"Retry-After", "١٢٠".encode()), status=b"429 Too Many Requests"
+        )
+        raw["retry-date"] = html(
+            PAGE, (b"Retry-After", b"Fri, 14 Jul 99999 02:40:30 GMT"), status=b"503 Busy"
+        )
+        raw["retry-huge"] = html(PAGE, (b"Retry-After", b"9" * 5000), status=b"503 Busy")
+        # bodies that lie
+        raw["binary-as-html"] = html(bytes(range(256)) * 64)
+        raw["charset-lie"] = html(
+            b"<html><meta charset='utf-16'><title>plain ascii</title></html>",
+            (b"Content-Type", b"text/html; charset=x-no-such-charset"),
+        )
+        raw["loop-a"] = _redirect(server.url(BODY, "/raw/loop-b"), b"302 Found")
+        raw["loop-b"] = _redirect(server.url(BODY, "/raw/loop-a"), b"302 Found")
+        raw["to-file"] = _redirect("file:///etc/hostname", b"302 Found")
+        # robots.txt
+        raw["deny-all"] = DENY_ALL
+        server.robots[R_ONE] = _redirect(server.url(R_ONE, "/raw/deny-all"))
+        raw["robots-loop-a"] = _redirect(server.url(R_LOOP, "/raw/robots-loop-b"))
+        raw["robots-loop-b"] = _redirect(server.url(R_LOOP, "/raw/robots-loop-a"))
+        server.robots[R_LOOP] = _redirect(server.url(R_LOOP, "/raw/robots-loop-a"))
+        for host, hops in ((R_SIX, 6), (R_FIVE, 5)):
+            name = f"hop-{host}"
+            server.robots[host] = _redirect(server.url(host, f"/raw/{name}-1"))
+            for i in range(1, hops):
+                raw[f"{name}-{i}"] = _redirect(server.url(host, f"/raw/{name}-{i + 1}"))
+            raw[f"{name}-{hops}"] = DENY_ALL
+        rules = b"User-agent: *\nDisallow: /raw/private\n"
+        # 600 kB of comments: the Disallow: / past them is not read
+        server.robots[R_BIG] = Raw(body=rules + b"# pad\n" * 100_000 + b"Disallow: /\n")
+        server.robots[R_BOMB] = Raw(
+            headers=[(b"Content-Encoding", b"br")],
+            body=_brotli_bomb(rules, 512, fill=b"#") + b"",
+        )
+        yield server
+
+
+def _cases(server: HostileServer) -> dict[str, tuple[CrawlStatus, ProtocolStatusCode]]:
+    """Each URL of the suite and the (crawl status, protocol status) it must end with."""
+    u = server.url
+    ok = (C.FETCHED, P.SUCCESS)
+    retry = (C.RETRY, P.EXCEPTION)
+    return {
+        u(ENC, "/raw/gzip-plain"): retry,
+        u(ENC, "/raw/gzip-plain-404"): (C.GONE, P.NOTFOUND),
+        u(ENC, "/raw/gzip-invalid"): retry,
+        u(ENC, "/raw/x-evil-gzip"): ok,
+        u(ENC, "/raw/br-past-guard"): ok,
+        u(ENC, "/raw/mw-raise"): retry,
+        u(ENC, "/ok"): ok,
+        u(BOMB, "/raw/bomb-br"): ok,
+        u(BOMB, "/raw/bomb-gzip2"): ok,
+        u(BOMB, "/raw/bomb-deflate"): ok,
+        u(BOMB, "/raw/bomb-zstd"): ok,
+        u(RETRY, "/raw/retry-superscript"): retry,
+        u(RETRY, "/raw/retry-arabic"): retry,
+        u(RETRY, "/raw/retry-date"): retry,
+        u(RETRY, "/ok"): ok,
+        u(HUGE_RETRY, "/raw/retry-huge"): retry,
+        u(WIRE, "/length/long"): retry,
+        u(WIRE, "/length/short"): ok,
+        u(WIRE, "/chunked/endless"): ok,
+        u(WIRE, "/headers/many"): ok,
+        u(WIRE, "/headers/huge"): retry,
+        u(WIRE, "/status/garbage"): retry,
+        u(WIRE, "/status/none"): retry,
+        u(WIRE, "/1xx"): ok,
+        u(WIRE, "/reset"): retry,
+        u(WIRE, "/ok"): ok,
+        u(SLOW, "/slowloris"): retry,
+        u(SLOW, "/silent"): retry,
+        u(SLOW, "/ok"): ok,
+        u(BODY, "/raw/binary-as-html"): ok,
+        u(BODY, "/raw/charset-lie"): ok,
+        u(BODY, "/raw/loop-a"): (C.REDIR_TEMP, P.TEMP_MOVED),
+        u(SCHEME, "/raw/to-file"): (C.REDIR_TEMP, P.TEMP_MOVED),
+        "file:///etc/passwd": (C.RETRY, P.PROTO_NOT_FOUND),
+        f"ftp://{SCHEME}:2121/pub/file.txt": (C.RETRY, P.PROTO_NOT_FOUND),
+        u(WATCH, "/raw/mw-lose"): retry,
+        u(WATCH, "/raw/page"): ok,
+        u(R_ONE, "/ok"): (C.GONE, P.ROBOTS_DENIED),
+        u(R_LOOP, "/ok"): ok,
+        u(R_SIX, "/ok"): ok,
+        u(R_FIVE, "/ok"): (C.GONE, P.ROBOTS_DENIED),
+        u(R_BIG, "/ok"): ok,
+        u(R_BIG, "/raw/private"): (C.GONE, P.ROBOTS_DENIED),
+        u(R_BOMB, "/ok"): ok,
+        u(R_BOMB, "/raw/private"): (C.GONE, P.ROBOTS_DENIED),
+    }
+
+
+def _crawl(project: FetchProject, timeout: float) -> tuple[int, str, int, float]:
+    """``scrapy crawl nutch -a batch=b1`` in *project*: its exit code, log, peak RSS (KiB) and
+    seconds, measured on that process alone (os.wait4)."""
+    log_path = project.root / "crawl.log"
+    started = time.monotonic()
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            project.command("b1", {}, {}),
+            cwd=project.root,
+            env=project.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - started > timeout:
+                process.kill()
+                process.wait()
+                pytest.fail(f"the crawl hung: {log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, log_path.read_text(), usage.ru_maxrss, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
+    hostile, tmp_path, embedded_store_factory
+):
+    cases = _cases(hostile)
+    store = embedded_store_factory()
+    table = prepare_batch(store, list(cases))
+    (tmp_path / "hostile_mw.py").write_text(PROJECT_MIDDLEWARES)
+    project = FetchProject(
+        tmp_path,
+        store,
+        NUTCH_HTTP_TIMEOUT=1000,
+        NUTCH_HTTP_REDIRECT_MAX=3,
+        DOWNLOADER_MIDDLEWARES={
+            "hostile_mw.RaisingMiddleware": 600,
+            "hostile_mw.LosingMiddleware": 601,
+        },
+    )
+    code, log, rss_kib, _ = _crawl(project, timeout=120)
+    assert code == 0, log[-3000:]
+    # no error, no traceback: each case is an outcome, not a failure of the crawl
+    assert "Traceback" not in log
+    assert not re.findall(r"\] (?:ERROR|CRITICAL):.*", log)
+    assert rss_kib <= RSS_LIMIT_KIB, f"peak RSS {rss_kib // 1024} MiB"
+
+    fields = ["status", "protocol_status", "content", "metadata", "markers"]
+    pages = {page.url: page for page in table.scan(fields)}
+    got = {
+        url: (page.status, page.protocol_status and page.protocol_status.code)
+        for url, page in pages.items()
+        if url in cases
+    }
+    assert got == cases
+    for url in cases:
+        assert pages[url].markers.get("_ftcmrk_") == "b1", url
+
+    def reason(host: str, path: str) -> str:
+        return str(pages[hostile.url(host, path)].protocol_status.args[0])
+
+    # why each failed fetch failed
+    assert reason(ENC, "/raw/gzip-plain").startswith("decoding: gzip: ")
+    assert reason(ENC, "/raw/gzip-invalid").startswith("decoding: gzip: ")
+    assert reason(ENC, "/raw/mw-raise") == "ValueError: a middleware that raises"
+    assert reason(WATCH, "/raw/mw-lose").startswith("watchdog: ")
+    assert reason(SLOW, "/slowloris").startswith("timeout: ")
+    assert reason(SLOW, "/silent").startswith("timeout: ")
+    assert reason(WIRE, "/length/long").startswith("reset: ")
+    assert pages[hostile.url(WIRE, "/length/short")].content == b"<html"
+    endless = pages[hostile.url(WIRE, "/chunked/endless")]
+    assert (len(endless.content), endless.metadata[TRUNCATED_KEY]) == (65536, b"true")
+    assert "only http and https" in str(pages["file:///etc/passwd"].protocol_status.args[0])
+    # every bomb is cut at the content limit, its start kept, and marked truncated
+    for name in ("bomb-br", "bomb-gzip2", "bomb-deflate", "bomb-zstd"):
+        page = pages[hostile.url(BOMB, f"/raw/{name}")]
+        assert len(page.content) == 65536, name
+        assert page.metadata[TRUNCATED_KEY] == b"true", name
+    assert pages[hostile.url(BOMB, "/raw/bomb-br")].content.startswith(b"<html>\0\0")
+    assert pages[hostile.url(ENC, "/raw/x-evil-gzip")].content == PAGE  # gzip undone, x-evil left
+    # never fetched: other schemes, and the pages robots.txt denies (its redirects followed)
+    assert hostile.count(R_ONE, "/ok") == 0
+    assert hostile.count(R_FIVE, "/ok") == 0
+    assert hostile.count(R_BIG, "/raw/private") == 0
+    assert hostile.count(R_ONE, "/raw/deny-all") == 1
+    assert hostile.count(R_SIX, f"/raw/hop-{R_SIX}-5") == 1
+    assert hostile.count(R_SIX, f"/raw/hop-{R_SIX}-6") == 0  # the sixth redirect not followed
+    assert not any(line.startswith("GET /pub") for _, line in hostile.requests)
+    # the queue behind a lost request went on once the watchdog freed it
+    assert hostile.count(WATCH, "/raw/page") == 1
+
+
+def test_an_undecodable_body_ends_recorded_and_frees_its_queue(
+    hostile, tmp_path, embedded_store_factory
+):
+    """The hang of issue 19: Scrapy's compression middleware raised on gzip over a plain body,
+    the outcome was never recorded, and the second page of the host waited forever."""
+    # (in key order: the page that fails first, then the one that waited for it)
+    urls = [hostile.url(ENC, "/raw/gzip-plain"), hostile.url(ENC, "/raw/page")]
+    store = embedded_store_factory()
+    table = prepare_batch(store, urls)
+    project = FetchProject(tmp_path, store, NUTCH_HTTP_TIMEOUT=1000)
+    code, log, _, _ = _crawl(project, timeout=60)
+    assert code == 0, log[-3000:]
+    pages = {page.url: page for page in table.scan(["status", "protocol_status"])}
+    assert [pages[url].status if url in pages else None for url in urls] == [C.RETRY, C.FETCHED]
+    assert pages[urls[0]].protocol_status.args[0].startswith("decoding: gzip: ")
+    assert "Traceback" not in log
