@@ -4,11 +4,11 @@ decode handed on flagged, and Scrapy's own behaviour for the requests that are n
 from __future__ import annotations
 
 import gzip
+import sys
 import zlib
 
 import brotli
 import pytest
-from backports import zstd
 from scrapy import Request
 from scrapy.http import HtmlResponse, Response
 from scrapy.utils.misc import build_from_crawler
@@ -24,6 +24,11 @@ from nutchy.compression import (
     decode_body,
 )
 from nutchy.core.fetch import RETRY_AFTER_MAX, parse_retry_after
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 TEXT = b"<html><title>t</title>" + b"0123456789" * 1000 + b"</html>"
 

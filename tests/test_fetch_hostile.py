@@ -12,17 +12,22 @@ import gzip
 import os
 import re
 import subprocess
+import sys
 import time
 import zlib
 
 import brotli
 import pytest
-from backports import zstd
 from hostile_server import PAGE, HostileServer, Raw, html
 from sites import FetchProject, prepare_batch
 
 from nutchy.core.fetch import TRUNCATED_KEY
 from nutchy.core.status import CrawlStatus, ProtocolStatusCode
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 P = ProtocolStatusCode
 C = CrawlStatus
@@ -129,6 +134,10 @@ def hostile():
         )
         raw["loop-a"] = _redirect(server.url(BODY, "/raw/loop-b"), b"302 Found")
         raw["loop-b"] = _redirect(server.url(BODY, "/raw/loop-a"), b"302 Found")
+        for i in range(1, 50):  # a chain of 50 redirects
+            raw[f"chain-{i}"] = _redirect(server.url(BODY, f"/raw/chain-{i + 1}"), b"302 Found")
+        raw["chain-50"] = html()
+        raw["nesting"] = html(b"<div>" * 100_000 + b"<a href='/deep'>deep</a>")
         raw["to-file"] = _redirect("file:///etc/hostname", b"302 Found")
         # robots.txt
         raw["deny-all"] = DENY_ALL
@@ -190,6 +199,8 @@ def _cases(server: HostileServer) -> dict[str, tuple[CrawlStatus, ProtocolStatus
         u(BODY, "/raw/binary-as-html"): ok,
         u(BODY, "/raw/charset-lie"): ok,
         u(BODY, "/raw/loop-a"): (C.REDIR_TEMP, P.TEMP_MOVED),
+        u(BODY, "/raw/chain-1"): (C.REDIR_TEMP, P.TEMP_MOVED),
+        u(BODY, "/raw/nesting"): ok,
         u(SCHEME, "/raw/to-file"): (C.REDIR_TEMP, P.TEMP_MOVED),
         "file:///etc/passwd": (C.RETRY, P.PROTO_NOT_FOUND),
         f"ftp://{SCHEME}:2121/pub/file.txt": (C.RETRY, P.PROTO_NOT_FOUND),
@@ -298,6 +309,8 @@ def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
     assert hostile.count(R_SIX, f"/raw/hop-{R_SIX}-5") == 1
     assert hostile.count(R_SIX, f"/raw/hop-{R_SIX}-6") == 0  # the sixth redirect not followed
     assert not any(line.startswith("GET /pub") for _, line in hostile.requests)
+    # a chain of 50 redirects: the first three followed (http.redirect.max), the rest left
+    assert [hostile.count(BODY, f"/raw/chain-{i}") for i in (1, 4, 5)] == [1, 1, 0]
     # the queue behind a lost request went on once the watchdog freed it
     assert hostile.count(WATCH, "/raw/page") == 1
 
