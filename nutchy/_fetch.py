@@ -239,6 +239,12 @@ class FetchJob:
         >>> FetchJob.from_args(None, rounds="3", top_n="1000").generates
         True
         """
+        if batch is not None and not batch.strip():
+            # -a batch= (an unset shell variable): not "no batch", which would generate a new one
+            raise ConfigError(
+                f"batch is empty ({batch!r}): give -a batch=ID (or -a batch=-all), or leave"
+                " -a batch out to generate batches"
+            )
         part: int | None = None
         parts = 1
         if partition:

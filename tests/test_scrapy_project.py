@@ -110,6 +110,7 @@ def test_bad_spider_arguments_are_one_line_and_exit_code_1(new_project):
         assert "takes -a batch, -a resume, -a partition, -a timelimit, -a rounds, -a topN" in line
         assert "topN must be a whole number, got 'abc'" in refused("-a", "topN=abc")
         assert "no batch 'NOSUCH' in table webpage" in refused("-a", "batch=NOSUCH")
+        assert "batch is empty ('')" in refused("-a", "batch=")  # not a new round
     finally:
         shutil.rmtree(new_project / "crawl")
 

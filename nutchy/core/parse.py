@@ -27,7 +27,12 @@ from html.parser import HTMLParser
 from typing import Final
 from urllib.parse import urljoin
 
-from w3lib.encoding import html_to_unicode
+from w3lib.encoding import (
+    html_body_declared_encoding,
+    html_to_unicode,
+    http_content_type_encoding,
+    read_bom,
+)
 
 from nutchy.core.fetch import TRUNCATED_KEY, RowChange
 from nutchy.core.signature import Signature
@@ -299,7 +304,7 @@ def parse_content(
         return ParseResult(
             _status(ParseStatusMajor.FAILED, ParseStatusMinor.FAILED_MISSING_CONTENT)
         )
-    _, text = html_to_unicode(content_type, content)
+    _, text = html_to_unicode(_charset_header(content_type, content), content)
     if media in TEXT_TYPES:
         return ParseResult(
             _status(ParseStatusMajor.SUCCESS, ParseStatusMinor.SUCCESS_OK), text=text.strip()
@@ -310,6 +315,26 @@ def parse_content(
         return ParseResult(
             _status(ParseStatusMajor.FAILED, ParseStatusMinor.FAILED_EXCEPTION, ("timeout",))
         )
+
+
+def _charset_header(content_type: str | None, content: bytes) -> str | None:
+    """*content_type*, or ``text/html; charset=utf-8`` when the page's only declaration of its
+    encoding is a ``<meta>`` naming UTF-16 or UTF-32: as the HTML standard's prescan says, a
+    document whose bytes can be read to find a ``<meta>`` in ASCII is not UTF-16 (a UTF-16 page
+    starts with a byte order mark, or is declared so by its HTTP header), so a meta-declared
+    UTF-16 means UTF-8; UTF-32 is no encoding a browser knows.
+
+    >>> _charset_header("text/html", b'<meta charset="utf-16"><title>Hi</title>')
+    'text/html; charset=utf-8'
+    >>> _charset_header("text/html; charset=utf-16", b'<meta charset="utf-16">')
+    'text/html; charset=utf-16'
+    """
+    if read_bom(content)[0] is not None or http_content_type_encoding(content_type):
+        return content_type
+    declared = html_body_declared_encoding(content)
+    if declared is not None and declared.startswith(("utf-16", "utf-32")):
+        return "text/html; charset=utf-8"
+    return content_type
 
 
 #: The fields :func:`parse_change` reads.

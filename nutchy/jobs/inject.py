@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -210,8 +211,9 @@ def inject(
                 logger.warning("Cannot read seed file %s: %s", path, exc)
                 continue
             result.files += 1
+            failed: list[tuple[int, OSError]] = []
             with handle:
-                lines = _numbered_lines(handle, progress)
+                lines = _numbered_lines(handle, progress, failed)
                 for number, raw, parsed in parser.parse(lines):
                     result.lines += 1
                     if parsed is None:
@@ -234,6 +236,10 @@ def inject(
                     if len(chunk) >= chunk_size:
                         _write_chunk(table, chunk, options, now, result, templates)
                         chunk = []
+            for last, error in failed:  # the lines before it are kept; the next file is read
+                why = error.strerror or str(error)
+                result.unreadable.append(f"{path}: line {last + 1}: {why}")
+                logger.warning("Cannot read seed file %s at line %d: %s", path, last + 1, why)
         if chunk:
             _write_chunk(table, chunk, options, now, result, templates)
     return result
@@ -362,29 +368,52 @@ class _Parser:
                 return
 
 
-def _numbered_lines(handle: IO[bytes], progress: Progress | None) -> Iterator[tuple[int, bytes]]:
+def _numbered_lines(
+    handle: IO[bytes], progress: Progress | None, failed: list[tuple[int, OSError]]
+) -> Iterator[tuple[int, bytes]]:
     """The lines of *handle*, numbered from 1. A line longer than the limit is cut short after
-    ``MAX_LINE_BYTES + 1`` bytes (enough to be refused) and the rest of it is skipped unread."""
+    ``MAX_LINE_BYTES + 1`` bytes (enough to be refused) and the rest of it is skipped unread. A
+    read that fails (EIO: a bad disk sector, a network file system gone) ends the lines, and
+    is added to *failed* with the number of the last line read."""
     number = 0
     position = 0
     while True:
-        raw = handle.readline(MAX_LINE_BYTES + 3)
+        try:
+            raw = handle.readline(MAX_LINE_BYTES + 3)
+            if len(raw) == MAX_LINE_BYTES + 3 and not raw.endswith(b"\n"):
+                while rest := handle.readline(1 << 20):
+                    position += len(rest)
+                    if rest.endswith(b"\n"):
+                        break
+        except OSError as exc:
+            failed.append((number, exc))
+            return
         if not raw:
             return
         number += 1
         position += len(raw)
-        if len(raw) == MAX_LINE_BYTES + 3 and not raw.endswith(b"\n"):
-            while rest := handle.readline(1 << 20):
-                position += len(rest)
-                if rest.endswith(b"\n"):
-                    break
         if progress is not None:
             progress.advance(1, position)
         yield number, raw
 
 
+#: The user information of something shaped like a URL (``scheme://user:password@``, or with
+#: the scheme's colon or slashes mistyped), which a quoted line must not show.
+_CREDENTIALS: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*(?::/*|/+))[^\s/@]+@")
+
+
+def redact(text: str) -> str:
+    """*text* with the user and password of the URLs in it replaced by ``***``, so that a seed
+    line quoted in a log or a message does not give them away.
+
+    >>> redact("http://user:secret@example.com/ ftp//bob:pw@h/ mailto me@example.com")
+    'http://***@example.com/ ftp//***@h/ mailto me@example.com'
+    """
+    return _CREDENTIALS.sub(r"\1***@", text)
+
+
 def _excerpt(raw: bytes) -> str:
-    text = raw.rstrip(b"\r\n")[: _EXCERPT * 4].decode("utf-8", "backslashreplace")
+    text = redact(raw.rstrip(b"\r\n")[: _EXCERPT * 4].decode("utf-8", "backslashreplace"))
     shown = repr(text[:_EXCERPT])
     return shown + ("…" if len(text) > _EXCERPT else "")
 

@@ -407,11 +407,27 @@ def _metadata_value(key: str, raw: bytes) -> Any:
         return {"base64": base64.b64encode(raw).decode()}
 
 
+#: Characters a terminal acts on or a reader cannot see, shown escaped (``\x1b``): the C0 and
+#: C1 controls, DEL, the line and paragraph separators, and the bidirectional overrides and
+#: isolates (which reorder what follows them on the screen).
+_UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    r"""*text* with the characters that a terminal would act on escaped as Python does, so that
+    a value a page or server chose (a title, a header) cannot clear the screen or forge lines.
+
+    >>> print(printable("Title\x1b[2J\r\nX-Forged: 1\u202e"))
+    Title\x1b[2J\r\nX-Forged: 1\u202e
+    """
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def page_lines(page: WebPage) -> list[str]:
     """Every field of the row, decoded, one ``name:<TAB>value`` line each (map entries indented
-    below their map)."""
+    below their map); control characters in values and keys are escaped (:func:`printable`)."""
     record = page_record(page)
-    out = [f"url:\t{record.pop('url')}", f"key:\t{record.pop('key')}"]
+    out = [f"url:\t{_shown(record.pop('url'))}", f"key:\t{_shown(record.pop('key'))}"]
     status_name = record.pop("status_name", None)
     for name, value in record.items():
         if name == "status":
@@ -424,10 +440,10 @@ def page_lines(page: WebPage) -> list[str]:
             size = "null" if page.content is None else f"{len(page.content)} bytes"
             out.append(f"content:\t{size}")
         elif name in ("protocol_status", "parse_status") and value is not None:
-            out.append(f"{name}:\t{json.dumps(value, ensure_ascii=False)}")
+            out.append(f"{name}:\t{printable(json.dumps(value, ensure_ascii=False))}")
         elif isinstance(value, dict):
             out.append(f"{name}:\t{len(value)} entries")
-            out += [f"\t{key}:\t{_shown(entry)}" for key, entry in value.items()]
+            out += [f"\t{printable(key)}:\t{_shown(entry)}" for key, entry in value.items()]
         else:
             out.append(f"{name}:\t{_shown(value)}")
     return out
@@ -437,10 +453,10 @@ def _shown(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, str):
-        return value
+        return printable(value)
     if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value)
+        return printable(json.dumps(value, ensure_ascii=False))
+    return printable(str(value))
 
 
 def dump(
@@ -592,7 +608,7 @@ def _csv_writer(stream: TextIO, columns: tuple[str, ...]) -> Callable[[dict[str,
                 value = f"{value['major']}/{value['minor']}"
             elif column in ("markers", "metadata"):
                 value = json.dumps(value or {}, ensure_ascii=False, sort_keys=True)
-            row.append("" if value is None else value)
+            row.append("" if value is None else printable(str(value)))
         writer.writerow(row)
 
     return write
