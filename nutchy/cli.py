@@ -30,7 +30,7 @@ from nutchy.jobs._batches import require_batch
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._regions import Tasks, key_text, table_splits
 from nutchy.jobs._settings import get_bool, get_float, get_int
-from nutchy.jobs.crawl import crawl
+from nutchy.jobs.crawl import QUIET_CHILD, crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
 from nutchy.jobs.history import history_path, read_history
 from nutchy.jobs.inject import InjectOptions, SeedPathError, inject, seed_files
@@ -162,12 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="D",
         help="select URLs due D days from now (default 0)",
     )
-    generate.add_argument(
-        "-noFilter",
-        dest="filter_urls",
-        action="store_false",
-        help="do not apply the URL filter (NUTCH_GENERATE_FILTER)",
-    )
+    _no_filter(generate, "do not apply the URL filter (NUTCH_GENERATE_FILTER)")
     generate.add_argument(
         "-noNorm",
         dest="normalize",
@@ -391,16 +386,44 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="also take URLs that a sitemap may not list (another host, outside its folder)",
     )
-    sitemap.add_argument(
-        "-noFilter",
-        dest="filter_urls",
-        action="store_false",
-        help="do not apply the URL filter (NUTCH_URLFILTER_REGEX_FILE)",
-    )
+    _no_filter(sitemap)
     sitemap.add_argument(
         "-noNorm", dest="normalize", action="store_false", help="do not normalize the URLs"
     )
     sitemap.set_defaults(run=_sitemap)
+
+    freegen = _subcommand(
+        commands,
+        "freegen",
+        "make a batch of the URLs of a seed file, due or not",
+        "Inject the URLs of a seed file (or a directory of them) that the table does not hold,"
+        " then mark every one with a new batch id, whatever its schedule (Nutch 1.x's"
+        " freegen), and print the batch id for nutchy fetch / scrapy crawl nutch -a batch=."
+        " Rows already in another batch are left to it. Exit code 0 when URLs were marked.",
+    )
+    freegen.add_argument("seeds", metavar="URLS", help="a seed file, or a directory of them")
+    _no_filter(freegen)
+    freegen.set_defaults(run=_freegen)
+
+    for name, text in (
+        ("parsechecker", "fetch and parse one URL as the crawl would, and show the result"),
+        ("indexchecker", "show the document the index would get of one URL, fetched now"),
+    ):
+        checker = _subcommand(
+            commands,
+            name,
+            text,
+            text[0].upper() + text[1:] + ": the crawl's settings, robots.txt and URL filter,"
+            " in a scratch table (the crawl's table is read, never written). Prints the fetch"
+            " status, headers, title, text, outlinks and signature, and what updatedb would set."
+            " Exit code 0 when the fetch recorded an outcome, 1 when nothing was fetched.",
+        )
+        checker.add_argument("url", metavar="URL")
+        _no_filter(checker, "fetch the URL even if the URL filter rejects it")
+        checker.add_argument(
+            "-text", type=int, default=500, metavar="N", help="characters of text shown (500)"
+        )
+        checker.set_defaults(run=_checker, index=name == "indexchecker")
 
     index = _subcommand(
         commands,
@@ -504,12 +527,14 @@ def add_inject_arguments(parser: argparse.ArgumentParser) -> None:
         help="apply only the seed line's own score, interval and metadata to known URLs",
     )
     parser.set_defaults(mode=InjectMode.KEEP)
-    parser.add_argument(
-        "-noFilter",
-        dest="filter_urls",
-        action="store_false",
-        help="do not apply the URL filter (NUTCH_URLFILTER_REGEX_FILE)",
-    )
+    _no_filter(parser)
+
+
+def _no_filter(
+    parser: argparse.ArgumentParser,
+    text: str = "do not apply the URL filter (NUTCH_URLFILTER_REGEX_FILE)",
+) -> None:
+    parser.add_argument("-noFilter", dest="filter_urls", action="store_false", help=text)
 
 
 def _positive_int(text: str) -> int:
@@ -1043,6 +1068,57 @@ def _warc(args: argparse.Namespace) -> int:
         )
     names = ", ".join(path.name for path in result.files)
     print(f"Wrote {result.captures} pages to {len(result.files)} WARC files in {args.out}: {names}")
+    return 0
+
+
+def _freegen(args: argparse.Namespace) -> int:
+    from nutchy.jobs.checkers import freegen
+
+    settings = _settings(args)
+    options = InjectOptions.from_settings(settings, filter_urls=args.filter_urls)
+    try:
+        files = seed_files(args.seeds)
+    except SeedPathError as exc:
+        print(f"nutchy freegen: {exc}", file=sys.stderr)
+        return 1
+    now = _now()
+    batch_id = new_batch_id(now, secrets.randbelow(2**31))
+    with open_table(settings) as table:
+        result = freegen(table, files, options, now=now, batch_id=batch_id)
+    injected = result.inject
+    print(
+        f"nutchy freegen: batch {batch_id}: {result.marked} URLs marked ({injected.injected} new,"
+        f" {result.in_batch} left to another batch, {injected.filtered} filtered,"
+        f" {injected.malformed} malformed)",
+        file=sys.stderr,
+    )
+    if not result.marked:
+        return 1
+    print(batch_id)
+    return 0
+
+
+def _checker(args: argparse.Namespace) -> int:
+    from nutchy.jobs.checkers import check_lines, check_url, index_lines
+
+    settings = _settings(args)
+    overrides: dict[str, Any] = dict(item.partition("=")[::2] for item in args.settings)
+    if args.crawl_id is not None:
+        overrides["NUTCH_STORAGE_CRAWL_ID"] = args.crawl_id
+    if not args.verbose:
+        overrides = {**QUIET_CHILD, **overrides}
+    result = check_url(settings, overrides, args.url, now=_now(), filter_urls=args.filter_urls)
+    if result.refused is not None:
+        print(f"nutchy {args.command}: {result.url}: {result.refused}", file=sys.stderr)
+        return 1
+    if result.fetched is None or result.updated is None or not result.fetched.protocol_status:
+        print(f"nutchy {args.command}: {result.url}: nothing was fetched", file=sys.stderr)
+        return 1
+    for line in check_lines(result, text_chars=args.text):
+        print(line)
+    if args.index:
+        for line in index_lines(settings, result.updated):
+            print(line)
     return 0
 
 

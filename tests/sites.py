@@ -486,3 +486,40 @@ def parse_stats(log: str) -> dict[str, object]:
     stats = ast.literal_eval(literal)
     assert isinstance(stats, dict)
     return stats
+
+
+class ServedPages:
+    """A loopback HTTP server answering from :attr:`pages` (path -> status, type, body) and
+    recording the paths asked for."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, tuple[int, str, bytes]] = {}
+        self.asked: list[str] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                site.asked.append(self.path)
+                status, kind, body = site.pages.get(self.path, (404, "text/plain", b"no"))
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add(self, path: str, body: bytes, kind: str = "application/xml", status: int = 200) -> None:
+        self.pages[path] = (status, kind, body)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,7 +14,7 @@ from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.store.table import WebTable
-from tests.sites import store_settings
+from tests.sites import ServedPages, store_settings
 
 NOW = 1_800_000_000_000
 DAY = 86_400
@@ -30,45 +28,10 @@ def _urlset(
     return f'<?xml version="1.0"?><urlset xmlns="{namespace}">{body}</urlset>'.encode()
 
 
-class _Site:
-    """A loopback HTTP server answering from :attr:`pages` (path -> status, type, body) and
-    recording the paths asked for."""
-
-    def __init__(self) -> None:
-        self.pages: dict[str, tuple[int, str, bytes]] = {}
-        self.asked: list[str] = []
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                site.asked.append(self.path)
-                status, kind, body = site.pages.get(self.path, (404, "text/plain", b"no"))
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def add(self, path: str, body: bytes, kind: str = "application/xml", status: int = 200) -> None:
-        self.pages[path] = (status, kind, body)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def site() -> Iterator[_Site]:
-    served = _Site()
-    yield served
-    served.close()
+def site() -> Iterator[ServedPages]:
+    with ServedPages() as served:
+        yield served
 
 
 def _run(store, *args: str, **settings: object) -> int:
