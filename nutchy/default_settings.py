@@ -6,6 +6,17 @@ A setting is ``NUTCH_`` plus the Nutch property name, upper-cased, with dots as 
 Alphabetical order.
 """
 
+# (nutchy only) What the address guard lets through although it is not public: IP addresses and
+# networks ("10.1.0.0/16", "127.0.0.1") and host names ("intranet.example"; ".example": the domain
+# and every host below it). A list, or one string of comma-separated entries.
+NUTCH_ADDRESS_GUARD_ALLOW: list[str] = []
+
+# (nutchy only) Whether the fetch refuses to connect to addresses that are not public (loopback,
+# private, link-local, multicast, reserved...), checked on the address of every connection
+# (docs/fetch.md, "Safety"). Off here because crawls of the local machine (the test suites, the
+# README's example) are the defaults' users; on in settings/production.py.
+NUTCH_ADDRESS_GUARD_ENABLED = False
+
 # Whether the index's anchor field keeps an anchor text once, whatever its case (Nutch's
 # anchorIndexingFilter.deduplicate).
 NUTCH_ANCHORINDEXINGFILTER_DEDUPLICATE = False

@@ -75,6 +75,7 @@ from nutchy.core.fetch import (
 from nutchy.core.status import CrawlStatus, Mark, ProtocolStatus, ProtocolStatusCode
 from nutchy.core.urls import InvalidURL, host_of, normalize_url
 from nutchy.jobs import _settings
+from nutchy.resolver import AddressGuard, AddressRefused, Refusal
 from nutchy.robots import RobotsDenied
 from nutchy.store.schema import RowUpdate, build_update
 
@@ -147,12 +148,15 @@ class NutchFetchMiddleware:
         stats: StatsCollector,
         url_filter: RegexURLFilter | None,
         every_response: bool = True,
+        address_guard: AddressGuard | None = None,
     ) -> None:
         self.settings = settings
         self.every_response = every_response
         self.signals = signals
         self.stats = stats
         self.url_filter = url_filter
+        #: Refuses addresses that are not public (NUTCH_ADDRESS_GUARD_ENABLED), or ``None``.
+        self.address_guard = address_guard
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -163,6 +167,7 @@ class NutchFetchMiddleware:
             url_filter=_settings.url_filter(crawler.settings),
             # The spider exists before the engine builds its middlewares.
             every_response=getattr(crawler.spider, "nutch_every_response", True),
+            address_guard=AddressGuard.from_settings(crawler.settings),
         )
         crawler.signals.connect(middleware.bytes_received, signal=signals.bytes_received)
         return middleware
@@ -170,6 +175,9 @@ class NutchFetchMiddleware:
     # --- requests ------------------------------------------------------------------------------
 
     def process_request(self, request: Request) -> None:
+        guard = self.address_guard
+        if guard is not None:
+            guard.install(_reactor())  # before anything connects: a no-op once installed
         entry = request.meta.get(META_ENTRY)
         if entry is None or request.meta.get(META_ROBOTS):
             return
@@ -178,6 +186,8 @@ class NutchFetchMiddleware:
         scheme = request.url.partition(":")[0].lower()
         if scheme not in FETCHED_SCHEMES:
             raise UnsupportedScheme(f"{scheme}: only http and https URLs are fetched")
+        if guard is not None:
+            guard.check_url(request.url)  # AddressRefused for a host written as such an address
         for name, value in conditional_headers(entry).items():
             request.headers.setdefault(name, value)
         meta = request.meta
@@ -244,6 +254,7 @@ class NutchFetchMiddleware:
         if entry is None or request.meta.get(META_ROBOTS):
             return
         requested = True
+        refusal = self._refusal(request, exception)
         if isinstance(exception, RobotsDenied):
             outcome = FetchOutcome(ProtocolStatus(ProtocolStatusCode.ROBOTS_DENIED))
             requested = False
@@ -253,6 +264,9 @@ class NutchFetchMiddleware:
             )
             requested = False
             self.stats.inc_value("nutch/fetch/exception/scheme")
+        elif refusal is not None:
+            outcome = self._address_refused(entry, refusal)
+            requested = False
         elif isinstance(exception, IgnoreRequest):
             # Dropped by another component: nothing is known of the page; it stays unfetched.
             self._finish(request, None, None)
@@ -286,6 +300,27 @@ class NutchFetchMiddleware:
         self.stats.inc_value("nutch/fetch/exception/after_download")
         with contextlib.suppress(FetchFailed):
             self.process_exception(request, exception)
+
+    def _refusal(self, request: Request, exception: Exception) -> Refusal | None:
+        """The address guard's refusal that *exception* stands for, if any: its own, or a
+        failed name lookup whose every address the guard refused."""
+        if isinstance(exception, AddressRefused):
+            return exception.refusal
+        if self.address_guard is None or describe_exception(exception)[0] != "dns":
+            return None
+        return self.address_guard.refusal_of(request.url)
+
+    def _address_refused(self, entry: FetchEntry, refusal: Refusal) -> FetchOutcome:
+        """ACCESS_DENIED (crawl status GONE), for a row whose host the address guard refused."""
+        self.stats.inc_value("nutch/fetch/address_refused")
+        self.stats.inc_value(f"nutch/fetch/address_refused/{refusal.reason}")
+        logger.info(
+            "Refused %(url)s: %(refusal)s (NUTCH_ADDRESS_GUARD_ENABLED)",
+            {"url": entry.url, "refusal": refusal},
+        )
+        return FetchOutcome(
+            ProtocolStatus(ProtocolStatusCode.ACCESS_DENIED, (f"address refused: {refusal}",))
+        )
 
     def _outcome(self, entry: FetchEntry, request: Request, response: Response) -> FetchOutcome:
         # A body of another length than what came over the wire was decoded (Content-Encoding):
@@ -473,3 +508,10 @@ def _text(value: bytes) -> str:
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+def _reactor() -> Any:
+    """The running reactor (imported late: importing it earlier would install one)."""
+    from twisted.internet import reactor
+
+    return reactor

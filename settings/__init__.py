@@ -15,3 +15,10 @@ ADDONS = {"nutchy.NutchAddon": 0}
 
 # The web table: the embedded store, in ./crawl.
 NUTCH_CRAWL_DIR = "crawl"
+
+# The address guard (docs/fetch.md, "Safety"): no connection to private, link-local, multicast or
+# other non-public addresses, whatever a page links or redirects to. Loopback is let through for
+# the README's example, which crawls a site served on 127.0.0.1:8000; settings/production.py lets
+# nothing through.
+NUTCH_ADDRESS_GUARD_ENABLED = True
+NUTCH_ADDRESS_GUARD_ALLOW = ["127.0.0.0/8", "::1", "localhost"]
