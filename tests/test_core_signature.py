@@ -63,6 +63,59 @@ def test_java_hash_map_order_resizes() -> None:
     assert java_hash_map_order(keys) == ["11", "12", *[str(i) for i in range(10)], "10"]
 
 
+# Keys put in this order into a java.util.HashMap, and the order OpenJDK 17 iterates them.
+# Each differs from the order the table size alone gives (buckets in insertion order).
+JAVA_HASH_MAP_VECTORS = {
+    # Nine keys in bucket 5 of the 16-bucket table: Java doubles it to 32 at the ninth, so the
+    # keys sit in a 32-bucket table though ten keys would fit in 16.
+    "early resize": (
+        "fvrgoq beg pcw auwbg dtd rtv mfm hpdq uiyh zzz",
+        "fvrgoq beg pcw auwbg hpdq dtd rtv mfm uiyh zzz",
+    ),
+    # Twelve keys sharing their low 7 hash bits among 40: the bucket of the 64-bucket table
+    # becomes a red-black tree at its tenth key; the tree's root iterates first and a key added
+    # to the tree follows its parent.
+    "tree bucket": (
+        (
+            "ldkwo bpmkjp ypb dhzeg mhnl pvq opl ktt isbhuj guj wjxlr lebq hshaib mvar kekiyf"
+            " faeb qen byj bzjs keaz wgge adzk fmgrt ybeg jeblu yqi qyvod ivwggm kiwx pbfzx zuyio"
+            " iciftx yfkgk opts ylemg gqkg scxhw ljy kjfp ojfdk"
+        ),
+        (
+            "ivwggm kiwx bzjs yqi fmgrt qyvod ybeg opts jeblu ylemg wgge qen kjfp kekiyf hshaib"
+            " keaz mvar ypb ldkwo bpmkjp iciftx dhzeg mhnl pvq opl ktt isbhuj pbfzx zuyio byj"
+            " scxhw wjxlr gqkg faeb adzk lebq ljy yfkgk guj ojfdk"
+        ),
+    ),
+    # Sixteen keys with one hash code: two early resizes (16 to 32 to 64), then a tree ordered
+    # by String.compareTo.
+    "equal hash codes": (
+        (
+            "AaAaBBAa AaAaBBBB AaBBAaAa BBBBAaBB BBAaAaBB AaAaAaBB AaBBBBAa AaBBBBBB AaAaAaAa"
+            " BBBBBBBB BBAaBBAa BBBBBBAa BBBBAaAa AaBBAaBB BBAaBBBB BBAaAaAa"
+        ),
+        (
+            "BBAaAaBB AaAaBBBB AaAaBBAa AaBBAaAa AaBBAaBB BBBBAaBB AaAaAaBB AaBBBBAa AaBBBBBB"
+            " BBAaAaAa AaAaAaAa BBBBBBBB BBBBBBAa BBAaBBAa BBBBAaAa BBAaBBBB"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", JAVA_HASH_MAP_VECTORS)
+def test_java_hash_map_order_early_resizes_and_tree_buckets(case: str) -> None:
+    keys, java = JAVA_HASH_MAP_VECTORS[case]
+    assert java_hash_map_order(keys.split()) == java.split()
+
+
+def test_text_profile_ties_follow_a_tree_bucket() -> None:
+    # The profile of a text whose 40 tokens all appear twice lists them in the HashMap's order,
+    # the tree bucket's included.
+    keys, java = JAVA_HASH_MAP_VECTORS["tree bucket"]
+    profile = TextProfileSignature().profile(" ".join(keys.split() * 2))
+    assert profile == "\n".join(f"{word} 2" for word in java.split())
+
+
 def test_text_profile_quant_from_highest_count() -> None:
     # maxFreq 250 * 0.01 = 2.5, which Java's Math.round takes up to QUANT = 3.
     profile = TextProfileSignature().profile("aaa " * 250 + "bbb " * 5 + "ccc " * 2)

@@ -14,8 +14,8 @@ import unicodedata
 from collections import Counter
 from typing import Protocol
 
-from nutchy.core.generate import java_string_hash
 from nutchy.core.java import f32, java_round
+from nutchy.core.javamap import java_hash_map_order
 
 __all__ = ["MD5Signature", "Signature", "TextProfileSignature", "java_hash_map_order"]
 
@@ -48,28 +48,6 @@ def _java_lower(char: str) -> str:
         return "i"
     lower = char.lower()
     return lower if len(lower) == 1 else char
-
-
-def java_hash_map_order(keys: list[str]) -> list[str]:
-    """*keys* (distinct, in insertion order) in the order a Java 8 ``HashMap`` iterates them.
-
-    A default ``HashMap`` has 16 buckets and doubles whenever it holds more than three quarters
-    of that; it iterates bucket by bucket, and within a bucket in insertion order. (Buckets of 8
-    or more keys become trees in Java, which this does not model; text profiles do not produce
-    such collisions in practice.)
-
-    >>> java_hash_map_order(["b", "a", "c"])
-    ['a', 'b', 'c']
-    """
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
 
 
 class TextProfileSignature:
