@@ -66,11 +66,13 @@ def check_settings(settings: BaseSettings) -> None:
     (delays, timeout, content limit, threads per queue, queue mode and depth, concurrency,
     redirects, robots.txt deferrals, flushes, time limit, read limit), its progress interval and
     frontier (with the Redis frontier's lease and hold times); then the configuration of parse
-    and updatedb (:mod:`nutchy.jobs._cycle`).
+    and updatedb (:mod:`nutchy.jobs._cycle`), and the address guard's
+    (:func:`nutchy.resolver.check_address_guard`).
     """
     from nutchy._fetch import FetchSettings
     from nutchy.jobs import _settings
     from nutchy.jobs._cycle import parse_config, signature, update_config
+    from nutchy.resolver import check_address_guard
 
     FetchSettings.from_settings(settings)
     if _settings.get_float(settings, "NUTCH_FETCHER_PROGRESS_LOG_INTERVAL") < 0:
@@ -89,6 +91,7 @@ def check_settings(settings: BaseSettings) -> None:
     parse_config(settings)
     signature(settings)
     update_config(settings, None)
+    check_address_guard(settings)
 
 
 def check_table(settings: BaseSettings, job: FetchJob) -> None:

@@ -85,7 +85,6 @@ class NutchAddon:
         from nutchy.index.pipeline import NutchIndexPipeline
         from nutchy.middlewares import NutchFetchMiddleware
         from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
-        from nutchy.resolver import check_address_guard
         from nutchy.robots import NutchRobotsMiddleware
         from nutchy.warc import NutchWarcExtension
 
@@ -131,7 +130,6 @@ class NutchAddon:
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:
                 table = check_components(settings)
-                check_address_guard(settings)
                 job = getattr(self.spider, "fetch_job", None)
                 if job is not None and settings.get("NUTCH_FRONTIER") != "redis":
                     check_table(settings, job)

@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from sites import FetchProject, Site, prepare_batch
 from twisted.internet.address import IPv4Address, IPv6Address
 
+from nutchy._checks import check_settings
 from nutchy.core.addresses import AddressPolicy
 from nutchy.core.status import CrawlStatus, ProtocolStatusCode
 from nutchy.core.urls import normalize_url
@@ -261,8 +262,12 @@ def test_settings_the_guard_cannot_work_with_are_refused() -> None:
     assert guard is not None and guard.policy.refusal("10.1.1.1") is None
     check_address_guard(_settings(on))
     check_address_guard(_settings({}))  # off: nothing to check
+    bad = _settings({**on, "NUTCH_ADDRESS_GUARD_ALLOW": ["http://x/"]})
     with pytest.raises(ConfigError, match="NUTCH_ADDRESS_GUARD_ALLOW: 'http://x/'"):
-        check_address_guard(_settings({**on, "NUTCH_ADDRESS_GUARD_ALLOW": ["http://x/"]}))
+        check_address_guard(bad)
+    # Among the settings nutchy crawl and nutchy generate check before they write anything.
+    with pytest.raises(ConfigError, match="NUTCH_ADDRESS_GUARD_ALLOW: 'http://x/'"):
+        check_settings(bad)
     other = "scrapy.core.downloader.handlers.datauri.DataURIDownloadHandler"
     with pytest.raises(ConfigError, match=r"HTTP/1\.1 download handler only.*for https"):
         check_address_guard(_settings({**on, "DOWNLOAD_HANDLERS": {"https": other}}))
