@@ -114,41 +114,27 @@ def _insert(root: _Node, parent: _Node, x: _Node) -> _Node:
     return _balance_insertion(root, x)
 
 
-def _rotate_left(root: _Node, p: _Node) -> _Node:
-    r = p.right
-    if r is not None:
-        rl = p.right = r.left
-        if rl is not None:
-            rl.parent = p
-        pp = r.parent = p.parent
-        if pp is None:
-            root = r
-            r.red = False
-        elif pp.left is p:
-            pp.left = r
-        else:
-            pp.right = r
-        r.left = p
-        p.parent = r
-    return root
-
-
-def _rotate_right(root: _Node, p: _Node) -> _Node:
-    left = p.left
-    if left is not None:
-        lr = p.left = left.right
-        if lr is not None:
-            lr.parent = p
-        pp = left.parent = p.parent
-        if pp is None:
-            root = left
-            left.red = False
-        elif pp.right is p:
-            pp.right = left
-        else:
-            pp.left = left
-        left.right = p
-        p.parent = left
+def _rotate(root: _Node, p: _Node, side: str) -> _Node:
+    """TreeNode.rotateLeft (*side* ``"left"``: *p*'s right child takes its place) or
+    rotateRight (``"right"``); return the root, which is black if it changed."""
+    other = "right" if side == "left" else "left"
+    r: _Node | None = getattr(p, other)
+    if r is None:
+        return root
+    inner: _Node | None = getattr(r, side)
+    setattr(p, other, inner)
+    if inner is not None:
+        inner.parent = p
+    pp = r.parent = p.parent
+    if pp is None:
+        root = r
+        r.red = False
+    elif pp.left is p:
+        pp.left = r
+    else:
+        pp.right = r
+    setattr(r, side, p)
+    p.parent = r
     return root
 
 
@@ -163,40 +149,24 @@ def _balance_insertion(root: _Node, x: _Node) -> _Node:
         xpp = xp.parent
         if not xp.red or xpp is None:
             return root
-        xppl = xpp.left
-        if xp is xppl:
-            xppr = xpp.right
-            if xppr is not None and xppr.red:
-                xppr.red = xp.red = False
+        # The parent's side of the grandparent, and the uncle on the other side.
+        side, other = ("left", "right") if xp is xpp.left else ("right", "left")
+        uncle: _Node | None = getattr(xpp, other)
+        if uncle is not None and uncle.red:
+            uncle.red = xp.red = False
+            xpp.red = True
+            x = xpp
+            continue
+        if x is getattr(xp, other):
+            x = xp
+            root = _rotate(root, x, side)
+            xp = x.parent
+            xpp = None if xp is None else xp.parent
+        if xp is not None:
+            xp.red = False
+            if xpp is not None:
                 xpp.red = True
-                x = xpp
-                continue
-            if x is xp.right:
-                x = xp
-                root = _rotate_left(root, x)
-                xp = x.parent
-                xpp = None if xp is None else xp.parent
-            if xp is not None:
-                xp.red = False
-                if xpp is not None:
-                    xpp.red = True
-                    root = _rotate_right(root, xpp)
-        else:
-            if xppl is not None and xppl.red:
-                xppl.red = xp.red = False
-                xpp.red = True
-                x = xpp
-                continue
-            if x is xp.left:
-                x = xp
-                root = _rotate_right(root, x)
-                xp = x.parent
-                xpp = None if xp is None else xp.parent
-            if xp is not None:
-                xp.red = False
-                if xpp is not None:
-                    xpp.red = True
-                    root = _rotate_left(root, xpp)
+                root = _rotate(root, xpp, other)
 
 
 _Bucket = list[_Node] | _Tree | None
