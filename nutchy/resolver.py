@@ -140,8 +140,8 @@ class AddressGuard:
         """Raise :exc:`AddressRefused` for *url* when its host is an IP address the policy
         refuses: known without any lookup, and refused before anything is sent."""
         host = _host(url)
-        if host is None:
-            return
+        if host is None or not (host[-1].isdigit() or ":" in host):
+            return  # a name (an IPv4 address ends in a digit, an IPv6 one has colons)
         try:
             ipaddress.ip_address(host)
         except ValueError:

@@ -38,6 +38,9 @@ _SHARED: Final = ipaddress.IPv4Network("100.64.0.0/10")
 #: The NAT64 well-known prefix (RFC 6052): the last 32 bits are an IPv4 address.
 _NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
 
+#: Answers an :class:`AddressPolicy` remembers (it forgets them all when it has this many).
+_CACHED_ANSWERS: Final = 4096
+
 # A host name of an allow list: labels of letters, digits, '-' and '_', a leading '.' for a domain.
 _NAME_RE: Final = re.compile(r"\.?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
 
@@ -124,6 +127,8 @@ class AddressPolicy:
         self.networks = tuple(networks)
         self.names = frozenset(names)
         self.domains = tuple(domains)
+        # (address, host) -> refusal: a crawl connects to few addresses, each many times.
+        self._answers: dict[tuple[str, str], str | None] = {}
 
     def allows_host(self, host: str) -> bool:
         """Whether the allow list names *host*, so that any address of it is allowed."""
@@ -135,6 +140,17 @@ class AddressPolicy:
         or without a ``%zone``) for the host *host*: a short phrase such as ``"private"``;
         ``None`` when it may. A text that is no IP address is refused (``"not an IP address"``).
         """
+        key = (address, host)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        if len(self._answers) >= _CACHED_ANSWERS:
+            self._answers.clear()
+        answer = self._answers[key] = self._refusal(address, host)
+        return answer
+
+    def _refusal(self, address: str, host: str) -> str | None:
         if host and self.allows_host(host):
             return None
         try:
