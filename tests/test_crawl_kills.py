@@ -14,10 +14,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sites import graph_site
+from sites import FetchProject, graph_site, prepare_batch
 
 from nutchy.config import load_settings
+from nutchy.core.status import CrawlStatus
 from nutchy.store import open_table
+from nutchy.store.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.slow
 
@@ -161,3 +163,29 @@ def test_sigkill_anywhere_then_the_same_command_makes_the_table_of_an_unkilled_c
     assert set(fetched) == set(GRAPH)
     assert sum(fetched.values()) - len(GRAPH) <= 2
     assert hits_whole > 0
+
+
+def test_the_printed_resume_command_parses_what_the_killed_fetch_left_before_updatedb(tmp_path):
+    # A killed fetch leaves pages whose fetch was written and whose parse was not (the parse
+    # is written after the outcome): here the first fetch parses nothing. The command printed
+    # for a killed batch, scrapy crawl nutch -a batch=ID -a resume=true, fetches nothing more
+    # and must parse those pages before its updatedb takes their marks off.
+    graph = {"/": ("Home", ["/a", "/b"]), "/a": ("A", ["/c"]), "/b": ("B", []), "/c": ("C", [])}
+    with graph_site(graph) as server:
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
+        prepare_batch(store, [f"{site}/", f"{site}/a"], "b1")
+        store.close()
+        project = FetchProject(tmp_path, store)
+        killed = project.crawl("b1", settings={"NUTCH_FETCHER_PARSE": False})
+        assert killed.returncode == 0, killed.log
+        resumed = project.crawl("b1", resume="true", settings={"NUTCH_FETCHER_UPDATEDB": True})
+        assert resumed.returncode == 0, resumed.log
+        hits = list(server.hits)
+    assert hits.count("/") == hits.count("/a") == 1  # nothing fetched twice
+    rows = table_of(tmp_path / "crawl")
+    # the outlinks of both pages became rows: they were parsed, then updated
+    assert set(rows) == {"", "a", "b", "c"}
+    assert rows[""][0] == rows["a"][0] == CrawlStatus.FETCHED
+    assert rows[""][3] == rows["a"][3] == []  # no generate, fetch or parse mark left
+    assert rows["c"][2] == {f"{site}/a": "to /c"}
