@@ -2,6 +2,7 @@
 
     python benchmarks/bench_fetch.py                      # 5 hosts x 1000 pages, 3 rounds, 1k/100k RSS
     python benchmarks/bench_fetch.py --rounds 1 --big 20000   # a quick look
+    python benchmarks/bench_fetch.py --variants warc,metrics --no-memory   # what each costs
 
 Everything runs on loopback addresses (127.0.0.2, 127.0.0.3...), one per host, served by a small
 asyncio HTTP/1.1 server in a process of its own (keep-alive, a 2 KB page for any path, 404 for
@@ -20,8 +21,14 @@ Phases, each crawl in a child process of its own:
 - ``memory``: nutchy's fetch of a ``--small`` and a ``--big`` row batch (the same hosts), and the
   peak RSS of each child.
 
+With ``--variants``, each round also fetches the batch with WARC files written
+(``NUTCH_WARC_ENABLED``, into a folder removed after the run) and/or with the Prometheus exporter
+on (``NUTCH_METRICS_PORT=0``), right after the plain nutchy fetch, and the table gives each
+variant's pages/s and the median of its per-round ratio to nutchy's.
+
 The issue's targets: nutchy at least 0.9x the plain spider's pages/s; the big batch's peak RSS at
-most 100 MB above the small one's.
+most 100 MB above the small one's; WARC writing at least 0.9x and the metrics at least 0.97x of
+nutchy's pages/s.
 """
 
 from __future__ import annotations
@@ -143,13 +150,23 @@ def crawl_plain(urls_file: str, concurrency: int, per_host: int) -> dict[str, An
     }
 
 
-def crawl_nutch(crawl_dir: str, concurrency: int, per_host: int) -> dict[str, Any]:
+#: The settings of each ``--variants`` name.
+VARIANTS = {
+    "warc": {"NUTCH_WARC_ENABLED": True},
+    "metrics": {"NUTCH_METRICS_PORT": 0},
+}
+
+
+def crawl_nutch(
+    crawl_dir: str, concurrency: int, per_host: int, extra: str = "{}"
+) -> dict[str, Any]:
     from scrapy.crawler import CrawlerProcess
 
     from nutchy.spiders import NutchSpider
 
     process = CrawlerProcess(
         {
+            **json.loads(extra),
             "ADDONS": {"nutchy.NutchAddon": 0},
             "NUTCH_CRAWL_DIR": crawl_dir,
             "NUTCH_FETCHER_SERVER_DELAY": 0,
@@ -215,8 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", type=int, default=1000, help="rows of the small batch")
     parser.add_argument("--big", type=int, default=100_000, help="rows of the big batch")
+    parser.add_argument(
+        "--variants",
+        default="",
+        help="also fetch with these on, comma-separated: warc, metrics",
+    )
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory phase")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
     if args.child:
         name, *rest = args.child
         if name == "serve":
@@ -251,10 +278,26 @@ def main(argv: list[str] | None = None) -> int:
         nutch: list[float] = []
         plain_cpu: list[float] = []
         nutch_cpu: list[float] = []
+        extra: dict[str, list[float]] = {v: [] for v in variants}
+        ratios: dict[str, list[float]] = {v: [] for v in variants}
         for round_ in range(args.rounds):
             p = child("plain", urls, args.concurrency, args.per_host)
             n = child("nutch", crawl_dir, args.concurrency, args.per_host)
             assert p["pages"] == n["pages"] == args.hosts * args.pages, (p, n)
+            for variant in variants:
+                settings = dict(VARIANTS[variant])
+                if variant == "warc":
+                    settings["NUTCH_WARC_DIR"] = str(work / "warc")
+                v = child("nutch", crawl_dir, args.concurrency, args.per_host, json.dumps(settings))
+                assert v["pages"] == args.hosts * args.pages, v
+                shutil.rmtree(work / "warc", ignore_errors=True)
+                extra[variant].append(v["pages"] / v["seconds"])
+                ratios[variant].append(extra[variant][-1] / (n["pages"] / n["seconds"]))
+                print(
+                    f"round {round_ + 1}: nutchy + {variant} {extra[variant][-1]:7.0f} pages/s,"
+                    f" {ratios[variant][-1]:.3f}x nutchy's",
+                    flush=True,
+                )
             assert n["written"] == n["pages"], n
             plain.append(p["pages"] / p["seconds"])
             nutch.append(n["pages"] / n["seconds"])
@@ -267,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         rss: dict[int, float] = {}
-        for rows in (args.small, args.big):
+        for rows in () if args.no_memory else (args.small, args.big):
             urls_rows = work / f"urls-{rows}.txt"
             write_urls(urls_rows, ports, -(-rows // len(hosts)))
             lines = urls_rows.read_text().splitlines()[:rows]
@@ -298,10 +341,18 @@ def main(argv: list[str] | None = None) -> int:
             f"| CPU ms per page, all threads (median) | {pc_med:.2f} | {nc_med:.2f} |"
             f" {nc_med / pc_med:.2f}x |"
         )
-        print(
-            f"| peak RSS, {args.small:,} vs {args.big:,}-row batch | | {rss[args.small]:.0f} MB /"
-            f" {rss[args.big]:.0f} MB | +{rss[args.big] - rss[args.small]:.0f} MB |"
-        )
+        for variant in variants:
+            print(
+                f"| pages/s with {variant} on (median of {args.rounds}; ratio: median of the"
+                f" rounds' ratios to nutchy's) | | {statistics.median(extra[variant]):.0f} |"
+                f" {statistics.median(ratios[variant]):.3f}x |"
+            )
+        if rss:
+            print(
+                f"| peak RSS, {args.small:,} vs {args.big:,}-row batch | |"
+                f" {rss[args.small]:.0f} MB / {rss[args.big]:.0f} MB |"
+                f" +{rss[args.big] - rss[args.small]:.0f} MB |"
+            )
     finally:
         server.kill()
         server.wait()

@@ -34,6 +34,11 @@ fetch_finished: Final = object()
 #: cannot be written. Argument: ``reason``.
 fetch_halted: Final = object()
 
+#: Sent by the metrics extension (:mod:`nutchy.metrics`) to ask what the fetch holds now; the
+#: scheduler answers a dict: ``queues``, ``busy_queues``, ``queued`` (rows waiting),
+#: ``in_flight``. No arguments.
+fetch_gauges: Final = object()
+
 #: Sent by :class:`~nutchy.scheduler.NutchScheduler` when every row of a batch has ended and its
 #: fetch outcome is written; handlers may be asynchronous and are awaited.
 #: :class:`~nutchy.pipelines.NutchParsePipeline` writes the pages it still holds. Arguments:

@@ -83,6 +83,7 @@ class NutchAddon:
 
         from nutchy.compression import NutchHttpCompressionMiddleware
         from nutchy.index.pipeline import NutchIndexPipeline
+        from nutchy.metrics import NutchMetricsExtension
         from nutchy.middlewares import NutchFetchMiddleware
         from nutchy.pipelines import NutchDbUpdatePipeline, NutchParsePipeline
         from nutchy.robots import NutchRobotsMiddleware
@@ -127,6 +128,8 @@ class NutchAddon:
         )
         # Off (NotConfigured) unless NUTCH_WARC_ENABLED; warcio is imported only then.
         settings.setdefault_in_component_priority_dict("EXTENSIONS", NutchWarcExtension, 0)
+        # Off (NotConfigured) unless NUTCH_METRICS_PORT is a port, or nutchy crawl asks for it.
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", NutchMetricsExtension, 0)
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:
                 table = check_components(settings)

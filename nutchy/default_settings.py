@@ -368,6 +368,16 @@ NUTCH_INDEXING_FILTERS = {
 # or Base64 for a content type that is not text.
 NUTCH_ITEM_CONTENT = False
 
+# (nutchy only) Address the Prometheus metrics are served on (NUTCH_METRICS_PORT).
+NUTCH_METRICS_ADDRESS = "127.0.0.1"
+
+# (nutchy only) Seconds between two snapshots of the fetch's metrics.
+NUTCH_METRICS_INTERVAL = 1.0
+
+# (nutchy only) Port of the Prometheus metrics of the fetch and of nutchy crawl (nutchy[metrics]);
+# -1: off, 0: any free port.
+NUTCH_METRICS_PORT = -1
+
 # Longest outlink URL kept, in characters.
 NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH = 3000
 

@@ -12,6 +12,7 @@ received but unwritten, and those in flight); their rows keep no fetch mark and
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.asyncio import create_looping_call, run_in_thread
@@ -105,10 +106,18 @@ class OutcomeWriter:
         updates, self._updates = self._updates, []
         entries, self._entries = self._entries, []
         self._flushing = len(updates)
-        d = deferred_from_coro(run_in_thread(self._write, updates))
+        d = deferred_from_coro(run_in_thread(self._timed_write, updates))
         d.addCallbacks(self._flushed, self._flush_failed, callbackArgs=(entries,))
 
-    def _flushed(self, _: object, entries: list[FetchEntry]) -> None:
+    def _timed_write(self, updates: list[RowUpdate]) -> float:
+        started = time.monotonic()
+        self._write(updates)
+        return time.monotonic() - started
+
+    def _flushed(self, seconds: float, entries: list[FetchEntry]) -> None:
+        # the write's latency, for the metrics (nutchy.metrics)
+        self.stats.inc_value("nutch/store/writes")
+        self.stats.inc_value("nutch/store/write_us", round(seconds * 1e6))
         self._flushing = 0
         self._count_written(entries)
         self._after_flush()

@@ -70,6 +70,7 @@ from nutchy._fetch import (
     FetchJob,
     FetchSettings,
     fetch_finished,
+    fetch_gauges,
     fetch_halted,
 )
 from nutchy.config import stop_file
@@ -384,6 +385,7 @@ class NutchScheduler:
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._write_failed, signal=fetch_halted)
+        crawler.signals.connect(scheduler.gauges, signal=fetch_gauges)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         if scheduler.settings.threads_per_queue > 1:
             # Several requests of a queue may wait in its slot: the slot must know the queue's
@@ -829,6 +831,17 @@ class NutchScheduler:
             queue.entries.appendleft((entry, extra))
             self._queued += 1
             self._schedule(queue, now)
+
+    def gauges(self) -> dict[str, int]:
+        """What the fetch holds now, for its metrics: queues known and busy, rows waiting in
+        them, requests in flight."""
+        busy = sum(1 for q in self._queues.values() if q.entries or q.inflight)
+        return {
+            "queues": len(self._queues),
+            "busy_queues": busy,
+            "queued": self._queued,
+            "in_flight": len(self._released),
+        }
 
     # --- what the frontier may ask -------------------------------------------------------------
 

@@ -18,6 +18,7 @@ updating it) before generating a new one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from nutchy.jobs.history import record_round
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.parse import ParseCounts
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
+from nutchy.metrics import CrawlMetrics
 from nutchy.store import open_table, table_name
 from nutchy.store.schema import build_update
 
@@ -201,7 +203,7 @@ def crawl(
     generate_options = GenerateOptions.from_settings(
         settings, top_n=top_n, num_fetchers=num_fetchers
     )
-    with open_table(settings) as table:
+    with _metrics(settings) as metrics, open_table(settings) as table:
         if seeds:
             result = inject(table, seeds, inject_options, now=_now())
             report.injected = result.injected
@@ -265,6 +267,7 @@ def crawl(
                     )
                 report.rounds.append(this)
                 report.batches.append(batch_id)
+                _note(metrics, round=number, batch_urls=this.selected, phase=1)
                 try:
                     ahead = None
                     if current.phase == _unfinished.FETCH:
@@ -315,6 +318,7 @@ def crawl(
                     raise
                 current.done()
                 current = None
+                _note(metrics, rounds_done=number, phase=0)
                 del ahead
                 assert parsed is not None
                 _lap(this, "updatedb", started + this.seconds["parse"])
@@ -347,6 +351,23 @@ def crawl(
     for line in _table(report.rounds):
         log(line)
     return report
+
+
+@contextlib.contextmanager
+def _metrics(settings: BaseSettings) -> Iterator[CrawlMetrics | None]:
+    """The crawl's Prometheus metrics while it runs (``NUTCH_METRICS_PORT``; ``None`` when off):
+    served by this process, its fetch children's summed (nutchy.metrics)."""
+    metrics = CrawlMetrics.from_settings(settings)
+    try:
+        yield metrics
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _note(metrics: CrawlMetrics | None, **values: float) -> None:
+    if metrics is not None:
+        metrics.crawl.update(values)
 
 
 def _lap(this: RoundReport, phase: str, started: float) -> float:

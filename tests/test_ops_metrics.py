@@ -1,0 +1,208 @@
+"""The Prometheus exporter (NUTCH_METRICS_PORT), scraped over HTTP while real crawls run:
+``scrapy crawl nutch`` serving its own, ``nutchy crawl`` serving its fetch children's; a port in
+use stops either before it starts."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sites import FetchProject, Site, graph_site, prepare_batch
+
+from nutchy.store.embedded import EmbeddedStore
+from nutchy.store.table import WebTable
+
+pytestmark = pytest.mark.slow
+
+HOST = "127.0.0.2"
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def scrape(port):
+    """The samples of the endpoint: {(name, labels): value}, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return None
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def scrapes_while(process, port):
+    """Scrape every 0.1 s while *process* runs; the samples of every answer."""
+    seen = []
+    while process.poll() is None:
+        samples = scrape(port)
+        if samples is not None:
+            seen.append(samples)
+        time.sleep(0.1)
+    return seen
+
+
+def test_scrapy_crawl_nutch_serves_its_metrics(tmp_path):
+    port = free_port()
+    with Site(hosts=(HOST,)) as site:
+        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
+        urls = [site.url(HOST, f"/slow?s=0.25&i={i}") for i in range(8)]
+        urls.append(site.url(HOST, "/status/404"))
+        prepare_batch(store, urls, "b1").close()
+        project = FetchProject(tmp_path, store, NUTCH_METRICS_PORT=port)
+        process = project.start("b1")
+        seen = scrapes_while(process, port)
+        log = process.stderr.read()
+        process.stderr.close()
+    assert process.returncode == 0, log
+    assert f"Serving metrics on http://127.0.0.1:{port}/metrics" in log
+    assert len(seen) >= 5, log
+    success = [s.get(("nutchy_fetch_pages_total", (("status", "SUCCESS"),)), 0) for s in seen]
+    assert success == sorted(success)  # a counter
+    assert 0 < max(success) <= 8
+    middle = [
+        s for s in seen if 0 < s.get(("nutchy_fetch_pages_total", (("status", "SUCCESS"),)), 0) < 8
+    ]
+    assert middle, "no scrape while the fetch ran"
+    sample = middle[-1]
+    assert sample[("nutchy_fetch_queues", ())] == 1
+    assert sample[("nutchy_fetch_in_flight", ())] <= 1
+    assert sample[("nutchy_fetch_rows_read_total", ())] == 9
+    assert sample[("nutchy_fetch_processes", ())] == 1
+    assert any(s[("nutchy_fetch_pages_per_second", ())] > 0 for s in middle)
+    assert max(s[("nutchy_fetch_bytes_total", ())] for s in seen) > 0
+    assert max(s[("nutchy_store_write_seconds_count", ())] for s in seen) >= 1
+    assert scrape(port) is None  # closed with the crawl
+
+
+def test_a_metrics_port_in_use_stops_the_crawl_before_it_starts(tmp_path):
+    with socket.socket() as taken, Site(hosts=(HOST,)) as site:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
+        prepare_batch(store, [site.url(HOST, "/page/a")], "b1").close()
+        project = FetchProject(tmp_path, store, NUTCH_METRICS_PORT=port)
+        result = project.crawl("b1")
+        hits = site.paths(HOST)
+    assert result.returncode == 1
+    assert f"cannot serve metrics on 127.0.0.1:{port}, the port is in use" in result.log, result.log
+    assert "Traceback" not in result.log
+    assert hits == []  # nothing was fetched, not even robots.txt
+    with WebTable(EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")) as table:
+        markers = table.get(site.url(HOST, "/page/a"), ["markers"]).markers
+    assert markers["_gnmrk_"] == "b1" and "_ftcmrk_" not in markers
+
+
+GRAPH = {
+    "/": ("Home", ["/a", "/b", "/c"]),
+    "/a": ("A", []),
+    "/b": ("B", []),
+    "/c": ("C", []),
+}
+
+
+def nutchy_crawl(root, site, port, *extra):
+    return [
+        sys.executable,
+        "-m",
+        "nutchy",
+        "crawl",
+        str(root / "seeds.txt"),
+        "-rounds",
+        "2",
+        "-s",
+        f"NUTCH_CRAWL_DIR={root / 'crawl'}",
+        "-s",
+        "NUTCH_FETCHER_SERVER_DELAY=0",
+        "-s",
+        f"NUTCH_METRICS_PORT={port}",
+        "-s",
+        "NUTCH_METRICS_INTERVAL=0.2",
+        *extra,
+    ]
+
+
+def test_nutchy_crawl_serves_the_metrics_of_its_fetch_children(tmp_path):
+    port = free_port()
+    with graph_site(GRAPH, on_request=lambda path: time.sleep(0.3)) as server:
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        (tmp_path / "seeds.txt").write_text(f"{site}/\n", encoding="utf-8")
+        process = subprocess.Popen(
+            nutchy_crawl(tmp_path, site, port), stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        )
+        seen = scrapes_while(process, port)
+        log = process.stderr.read()
+        process.stderr.close()
+    assert process.returncode == 0, log
+    rounds = [s[("nutchy_crawl_round", ())] for s in seen]
+    assert rounds == sorted(rounds) and rounds[-1] == 2, log
+    fetched = [s.get(("nutchy_fetch_pages_total", (("status", "SUCCESS"),)), 0) for s in seen]
+    assert fetched == sorted(fetched)  # the children's counters add up across rounds
+    assert fetched[-1] == 4  # / in round 1, /a /b /c in round 2
+    running = [s for s in seen if s[("nutchy_fetch_processes", ())] == 1]
+    assert running, "no scrape while a fetch child ran"
+    assert {s[("nutchy_crawl_batch_urls", ())] for s in running} <= {1, 3}
+    assert max(s[("nutchy_fetch_rows_queued", ())] for s in running) <= 3
+    assert scrape(port) is None
+
+
+def test_nutchy_crawl_with_a_metrics_port_in_use_does_not_start(tmp_path):
+    (tmp_path / "seeds.txt").write_text("http://127.0.0.1:9/\n", encoding="utf-8")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            nutchy_crawl(tmp_path, "", port),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        (
+            f"nutchy crawl: NUTCH_METRICS_PORT: cannot serve metrics on 127.0.0.1:{port}, the"
+            " port is in use (Address already in use); choose another port, or -1 to turn the"
+            " metrics off"
+        )
+    ]
+    assert not (tmp_path / "crawl" / "webpage.sqlite").exists()
+
+
+def test_the_grafana_dashboard_asks_for_metrics_the_exporter_has():
+    import json
+    import re
+    from pathlib import Path
+
+    from nutchy.metrics import metric_families, take_snapshot
+
+    stats = {"nutch/fetch/status/SUCCESS": 1, "nutch/fetch/http/200": 1}
+    snapshot = take_snapshot(stats, {}, previous=None, now=1.0)
+    names = set()
+    for family in metric_families([snapshot], {"round": 1, "batch_urls": 1, "rounds_done": 0}):
+        names.update(sample.name for sample in family.samples)
+    dashboard = json.loads(
+        (Path(__file__).parent.parent / "docs" / "grafana-dashboard.json").read_text()
+    )
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"nutchy_\w+", target["expr"])
+    }
+    assert asked and asked <= names, asked - names
