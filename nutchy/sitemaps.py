@@ -40,6 +40,7 @@ from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_chan
 from nutchy.core.urls import InvalidURL, normalize_url, reverse_url
 from nutchy.exceptions import ConfigError
 from nutchy.jobs import _settings
+from nutchy.resolver import AddressGuard
 from nutchy.store import open_table
 from nutchy.store.schema import build_update
 
@@ -57,7 +58,12 @@ if TYPE_CHECKING:
     from nutchy.store.schema import RowUpdate
     from nutchy.store.table import WebTable
 
-__all__ = ["NutchSitemapPipeline", "NutchSitemapSpider", "SitemapEntries"]
+__all__ = [
+    "NutchSitemapGuardMiddleware",
+    "NutchSitemapPipeline",
+    "NutchSitemapSpider",
+    "SitemapEntries",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +132,7 @@ class NutchSitemapSpider(SitemapSpider):
         "DOWNLOADER_MIDDLEWARES": {
             "nutchy.middlewares.NutchFetchMiddleware": None,
             "nutchy.robots.NutchRobotsMiddleware": None,
+            "nutchy.sitemaps.NutchSitemapGuardMiddleware": 40,
         },
         "ITEM_PIPELINES": {
             "nutchy.pipelines.NutchParsePipeline": None,
@@ -312,6 +319,28 @@ class NutchSitemapSpider(SitemapSpider):
         if item.entries:
             yield item
         stats.inc_value("nutch/sitemap/urls", taken)
+
+
+class NutchSitemapGuardMiddleware:
+    """The fetch's address guard (``NUTCH_ADDRESS_GUARD_ENABLED``, docs/fetch.md) for the
+    sitemap spider's requests: robots.txt, sitemaps and every redirect connect only to the
+    addresses the guard allows; a refused one fails (counted as failed)."""
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self.guard = guard
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        guard = AddressGuard.from_settings(crawler.settings)
+        if guard is None:
+            raise NotConfigured("NUTCH_ADDRESS_GUARD_ENABLED is off")
+        return cls(guard)
+
+    def process_request(self, request: Request) -> None:
+        from twisted.internet import reactor
+
+        self.guard.install(reactor)  # before anything connects: a no-op once installed
+        self.guard.check_url(request.url)  # a host written as a refused address
 
 
 def _reader(body: bytes) -> Sitemap | None:

@@ -281,3 +281,19 @@ def test_no_sitemap_read_is_exit_code_1(site, embedded_store_factory, capsys):
     store = embedded_store_factory()
     assert _run(store, "-sitemapUrls", f"{site.root}/missing.xml") == 1
     assert "no sitemap could be read" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_address_guard_keeps_sitemaps_off_refused_addresses(
+    site, embedded_store_factory, capsys
+):
+    store = embedded_store_factory()
+    site.add("/sitemap.xml", _urlset(f"{site.root}/x"))
+    url = f"{site.root}/sitemap.xml"
+    refused = {"NUTCH_ADDRESS_GUARD_ENABLED": True, "NUTCH_ADDRESS_GUARD_ALLOW": "192.0.2.1"}
+    assert _run(store, "-sitemapUrls", url, **refused) == 1
+    assert _count(capsys.readouterr().out, "sitemaps failed") == 1
+    assert site.asked == []  # refused before anything was sent
+    allowed = {"NUTCH_ADDRESS_GUARD_ENABLED": True, "NUTCH_ADDRESS_GUARD_ALLOW": "127.0.0.1"}
+    assert _run(store, "-sitemapUrls", url, **allowed) == 0
+    assert "/sitemap.xml" in site.asked
