@@ -134,8 +134,9 @@ def test_adddays_makes_fetched_pages_due_again(crawl_dir, site, capsys):
 
 @pytest.mark.parametrize("fetchers", [1, 2])
 def test_a_fetch_that_cannot_start_stops_the_crawl(crawl_dir, site, capsys, fetchers):
-    # A setting only the fetch reads: the fetch child fails as it starts.
-    bad = ["-s", "NUTCH_FETCHER_THREADS_PER_QUEUE=many"]
+    # A setting only the fetch's Scrapy reads: the fetch child fails as it starts. (A bad
+    # nutchy setting never gets this far: nutchy crawl checks them all before it writes.)
+    bad = ["-s", "SCHEDULER=nosuch.Scheduler"]
     seeds = str(crawl_dir / "seeds.txt")
     code = nutchy(crawl_dir, "crawl", seeds, "-rounds", "3", "-numFetchers", str(fetchers), *bad)
     assert code == 1
