@@ -11,6 +11,7 @@ from nutchy.core.status import CrawlStatus, Metadata
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import ALL_FIELDS, WebPage
 from nutchy.jobs.dedup import DedupOptions, SortStats, dedup, external_sort
+from nutchy.jobs.readdb import parse_status_filter, table_stats
 from nutchy.store.schema import RowUpdate
 from nutchy.store.table import WebTable
 
@@ -65,6 +66,9 @@ def test_the_highest_score_is_kept_and_the_others_point_at_it(table):
     counts = result.counts
     assert (counts.pages, counts.groups, counts.marked, counts.kept) == (4, 1, 2, 0)
     assert result.written == 2
+    # readdb names the status, and dumps it by name.
+    assert "status 7 (status_duplicate):\t2" in table_stats(table, now=NOW).lines()
+    assert parse_status_filter("duplicate") == 7
     # Again: nothing to change.
     again = dedup(table)
     assert (again.counts.marked, again.counts.unchanged, again.written) == (0, 2, 0)

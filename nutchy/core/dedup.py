@@ -58,7 +58,7 @@ COMPARE_KEYS = ("score", "fetchTime", "urlLength", "httpsOverHttp")
 #: The statuses of the pages dedup compares.
 CANDIDATES = frozenset({CrawlStatus.FETCHED, CrawlStatus.NOTMODIFIED, CrawlStatus.DUPLICATE})
 
-#: One page's entry: ``(signature, scope, *rank, key, status, duplicate_of)``.
+#: One page's entry: ``(signature, scope, *rank, key, status, fetch_time, duplicate_of)``.
 Entry = tuple[object, ...]
 
 
@@ -129,7 +129,7 @@ def entry(
     lengths is the same without unreversing every key.
 
     >>> entry("com.a:https/%7Ex", b"s", 0.5, 3, 2, None, order=("urlLength", "httpsOverHttp"))
-    (b's', '', 14, 0, 'com.a:https/%7Ex', 2, None)
+    (b's', '', 14, 0, 'com.a:https/%7Ex', 2, 3, None)
     >>> len("https://a.com/~x")
     16
     """
@@ -144,7 +144,7 @@ def entry(
         else:
             rank.append(0 if _https(key) else 1)
     scope = "" if group_mode == "none" else _scope(_url(key), group_mode)
-    return (signature, scope, *rank, key, status, duplicate_of)
+    return (signature, scope, *rank, key, status, fetch_time, duplicate_of)
 
 
 class Decision(NamedTuple):
@@ -154,9 +154,10 @@ class Decision(NamedTuple):
     key: str
     status: int
     duplicate_of: str | None
-    #: The entry's signature and status: the row is changed only if it still has them.
-    signature: bytes
+    #: The status and fetch time the row had: it is changed only if it still has them (a
+    #: fetch writes both; a new signature comes only with a fetch).
     was: int
+    fetch_time: int
 
 
 @dataclass(slots=True)
@@ -177,8 +178,8 @@ def decide(entries: Iterable[Entry], counts: DedupCounts | None = None) -> Itera
     Rows already as they should be are left out. *counts*, when given, is added to.
 
     >>> sig = b"s"
-    >>> was_dup = (sig, "", 0, "com.a:http/", DUPLICATE, "http://a.com/x")
-    >>> also = (sig, "", 1, "com.a:http/x", FETCHED, None)
+    >>> was_dup = (sig, "", 0, "com.a:http/", DUPLICATE, 5, "http://a.com/x")
+    >>> also = (sig, "", 1, "com.a:http/x", FETCHED, 5, None)
     >>> [tuple(d[:3]) for d in decide([was_dup, also])]
     [('com.a:http/', 2, None), ('com.a:http/x', 7, 'http://a.com/')]
     """
@@ -188,16 +189,14 @@ def decide(entries: Iterable[Entry], counts: DedupCounts | None = None) -> Itera
     size = 0
     for item in entries:
         counts.pages += 1
-        key, status, duplicate_of = item[-3:]
-        assert isinstance(key, str) and isinstance(status, int)
-        signature = item[0]
-        assert isinstance(signature, bytes)
+        key, status, fetch_time, duplicate_of = item[-4:]
+        assert isinstance(key, str) and isinstance(status, int) and isinstance(fetch_time, int)
         if item[:2] != group:
             group, kept_key, kept_url, size = item[:2], key, "", 1
             if status == DUPLICATE or duplicate_of is not None:
                 counts.kept += 1
                 restored = FETCHED if status == DUPLICATE else status
-                yield Decision(key, restored, None, signature, status)
+                yield Decision(key, restored, None, status, fetch_time)
             continue
         size += 1
         if size == 2:
@@ -207,4 +206,4 @@ def decide(entries: Iterable[Entry], counts: DedupCounts | None = None) -> Itera
             counts.unchanged += 1
             continue
         counts.marked += 1
-        yield Decision(key, DUPLICATE, kept_url, signature, status)
+        yield Decision(key, DUPLICATE, kept_url, status, fetch_time)

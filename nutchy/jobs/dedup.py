@@ -11,9 +11,11 @@ entry per group, and the rows to change are written a chunk at a time. Memory is
 signature in memory, on either store. The temporary files hold about 100 bytes per page and
 are deleted at the end.
 
-Each change is written with :meth:`~nutchy.store.table.WebTable.modify`, which reads the row
-again: a row whose signature or status changed since the scan (a fetch of it ran meanwhile) is
-left alone, so a dedup running beside a crawl never overwrites what the crawl wrote.
+Each change is written with :meth:`~nutchy.store.table.WebTable.modify`, which reads the row's
+status and fetch time again (two cells of the embedded store's main record): a row whose status
+or fetch time changed since the scan was fetched meanwhile (a fetch writes both, and a new
+signature only comes with a fetch) and is left alone, so a dedup running beside a crawl never
+overwrites what the crawl wrote.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ _DUP_COLUMN = b"mtdt:" + Metadata.DUPLICATE_OF.encode()
 #: The cells the scan reads (with ``mtdt:_dup_``), decoded as schema.py's codecs do.
 _COLUMNS = (b"f:st", b"p:sig", b"s:s", b"f:ts")
 _INT, _LONG, _FLOAT = struct.Struct(">i"), struct.Struct(">q"), struct.Struct(">f")
-#: What a change reads of its row again before it writes.
-_CHECK_FIELDS = ("status", "signature")
+#: What a change reads of its row again before it writes: a fetch since the scan changed them.
+_CHECK_FIELDS = ("status", "fetch_time")
 #: Entries per pickled block of a run: what the merge holds of each run at a time.
 _BLOCK = 2048
 
@@ -223,7 +225,7 @@ def dedup(
 
     def change(key: str, page: WebPage | None) -> RowUpdate | None:
         decision = pending[key]
-        if page is None or page.signature != decision.signature or page.status != decision.was:
+        if page is None or (page.status, page.fetch_time) != (decision.was, decision.fetch_time):
             result.changed_meanwhile += 1  # fetched (or deleted) since the scan: leave it
             return None
         dup = None if decision.duplicate_of is None else decision.duplicate_of.encode("utf-8")
