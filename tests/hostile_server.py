@@ -28,6 +28,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,9 @@ class HostileServer:
     robots: dict[str, Raw] = field(default_factory=dict)
     #: (host, request line) of every request read
     requests: list[tuple[str, str]] = field(default_factory=list)
+    #: (host, path, seconds) of every connection that ended: from the request read to the
+    #: connection closed, by either side
+    durations: list[tuple[str, str, float]] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -107,8 +111,9 @@ class HostileServer:
 
     async def _start(self, host: str) -> asyncio.Server:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            started = [0.0, ""]
             try:
-                await self._answer(host, reader, writer)
+                await self._answer(host, reader, writer, started)
             except (
                 ConnectionError,
                 asyncio.IncompleteReadError,
@@ -119,16 +124,24 @@ class HostileServer:
             finally:
                 with contextlib.suppress(Exception):
                     writer.close()
+                if started[0]:
+                    seconds = time.monotonic() - float(started[0])
+                    self.durations.append((host, str(started[1]), seconds))
 
         return await asyncio.start_server(handle, host, 0, limit=1 << 20)
 
     async def _answer(
-        self, host: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        host: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        started: list[float | str],
     ) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
         self.requests.append((host, line))
         path = line.split(" ")[1].split("?")[0] if line.count(" ") >= 2 else "/"
+        started[:] = [time.monotonic(), path]
         if path == "/robots.txt":
             answer = self.robots.get(host, Raw(b"HTTP/1.1 404 Not Found", body=b"no"))
             writer.write(answer.encode())
@@ -137,7 +150,14 @@ class HostileServer:
         elif path == "/ok":
             writer.write(html().encode())
         else:
-            await _MISBEHAVIOURS[path](writer)
+            # Until it is done, or the client goes away.
+            misbehave = asyncio.ensure_future(_MISBEHAVIOURS[path](writer))
+            gone = asyncio.ensure_future(reader.read())
+            await asyncio.wait((misbehave, gone), return_when=asyncio.FIRST_COMPLETED)
+            for task in (misbehave, gone):
+                task.cancel()
+            if misbehave.done() and not misbehave.cancelled() and misbehave.exception():
+                return
         await writer.drain()
 
 

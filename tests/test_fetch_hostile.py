@@ -3,7 +3,8 @@ ends with a recorded status, in bounded time, with no error or traceback in the 
 fetch process's memory stays bounded through decompression bombs.
 
 One real ``scrapy crawl nutch`` fetches every case at once (one host per group of cases, so the
-slow ones overlap), with the add-on's defaults but for short timeouts and no politeness delay.
+slow ones overlap), with the add-on's defaults but for a 3 s timeout and no politeness delay; a
+second one loses a request in a project middleware, for the scheduler's watchdog.
 """
 
 from __future__ import annotations
@@ -36,11 +37,14 @@ MiB = 1 << 20
 RSS_LIMIT_KIB = 300 * 1024
 
 # One loopback host per group of cases.
-ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, BODY, SCHEME, WATCH = (
-    f"127.0.3.{i}" for i in range(1, 10)
+ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH = (
+    f"127.0.3.{i}" for i in range(1, 11)
 )
 R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB = (f"127.0.3.{i}" for i in range(20, 26))
-HOSTS = (ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, BODY, SCHEME, WATCH)
+HOSTS = (ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH)
+#: The request timeout of the suite's crawl (s): 10,000 headers take Twisted 0.7 s to read on
+#: a quiet machine.
+TIMEOUT = 3.0
 ROBOT_HOSTS = (R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB)
 
 #: A project middleware that raises in process_response, as Scrapy's HttpCompressionMiddleware
@@ -194,7 +198,7 @@ def _cases(server: HostileServer) -> dict[str, tuple[CrawlStatus, ProtocolStatus
         u(WIRE, "/reset"): retry,
         u(WIRE, "/ok"): ok,
         u(SLOW, "/slowloris"): retry,
-        u(SLOW, "/silent"): retry,
+        u(SILENT, "/silent"): retry,
         u(SLOW, "/ok"): ok,
         u(BODY, "/raw/binary-as-html"): ok,
         u(BODY, "/raw/charset-lie"): ok,
@@ -204,8 +208,6 @@ def _cases(server: HostileServer) -> dict[str, tuple[CrawlStatus, ProtocolStatus
         u(SCHEME, "/raw/to-file"): (C.REDIR_TEMP, P.TEMP_MOVED),
         "file:///etc/passwd": (C.RETRY, P.PROTO_NOT_FOUND),
         f"ftp://{SCHEME}:2121/pub/file.txt": (C.RETRY, P.PROTO_NOT_FOUND),
-        u(WATCH, "/raw/mw-lose"): retry,
-        u(WATCH, "/raw/page"): ok,
         u(R_ONE, "/ok"): (C.GONE, P.ROBOTS_DENIED),
         u(R_LOOP, "/ok"): ok,
         u(R_SIX, "/ok"): ok,
@@ -247,6 +249,8 @@ def _crawl(project: FetchProject, timeout: float) -> tuple[int, str, int, float]
 def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
     hostile, tmp_path, embedded_store_factory
 ):
+    hostile.requests.clear()
+    hostile.durations.clear()
     cases = _cases(hostile)
     store = embedded_store_factory()
     table = prepare_batch(store, list(cases))
@@ -254,12 +258,9 @@ def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
     project = FetchProject(
         tmp_path,
         store,
-        NUTCH_HTTP_TIMEOUT=1000,
+        NUTCH_HTTP_TIMEOUT=int(TIMEOUT * 1000),
         NUTCH_HTTP_REDIRECT_MAX=3,
-        DOWNLOADER_MIDDLEWARES={
-            "hostile_mw.RaisingMiddleware": 600,
-            "hostile_mw.LosingMiddleware": 601,
-        },
+        DOWNLOADER_MIDDLEWARES={"hostile_mw.RaisingMiddleware": 600},
     )
     code, log, rss_kib, _ = _crawl(project, timeout=120)
     assert code == 0, log[-3000:]
@@ -275,7 +276,9 @@ def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
         for url, page in pages.items()
         if url in cases
     }
-    assert got == cases
+    assert got == cases, {
+        url: pages[url].protocol_status for url in cases if got[url] != cases[url]
+    }
     for url in cases:
         assert pages[url].markers.get("_ftcmrk_") == "b1", url
 
@@ -286,9 +289,8 @@ def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
     assert reason(ENC, "/raw/gzip-plain").startswith("decoding: gzip: ")
     assert reason(ENC, "/raw/gzip-invalid").startswith("decoding: gzip: ")
     assert reason(ENC, "/raw/mw-raise") == "ValueError: a middleware that raises"
-    assert reason(WATCH, "/raw/mw-lose").startswith("watchdog: ")
     assert reason(SLOW, "/slowloris").startswith("timeout: ")
-    assert reason(SLOW, "/silent").startswith("timeout: ")
+    assert reason(SILENT, "/silent").startswith("timeout: ")
     assert reason(WIRE, "/length/long").startswith("reset: ")
     assert pages[hostile.url(WIRE, "/length/short")].content == b"<html"
     endless = pages[hostile.url(WIRE, "/chunked/endless")]
@@ -311,23 +313,40 @@ def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
     assert not any(line.startswith("GET /pub") for _, line in hostile.requests)
     # a chain of 50 redirects: the first three followed (http.redirect.max), the rest left
     assert [hostile.count(BODY, f"/raw/chain-{i}") for i in (1, 4, 5)] == [1, 1, 0]
-    # the queue behind a lost request went on once the watchdog freed it
-    assert hostile.count(WATCH, "/raw/page") == 1
+    # Every connection ended within the request timeout, give or take a loaded machine's slack;
+    # the answers that never end on their own ended at the timeout, or at the content limit.
+    over = [(host, path, round(s, 1)) for host, path, s in hostile.durations if s > TIMEOUT + 4]
+    assert not over
+    ended = {path for _, path, _ in hostile.durations}
+    assert {"/slowloris", "/silent", "/chunked/endless"} <= ended
 
 
-def test_an_undecodable_body_ends_recorded_and_frees_its_queue(
+@pytest.mark.slow
+def test_a_request_lost_or_failing_in_a_middleware_ends_recorded_and_frees_its_queue(
     hostile, tmp_path, embedded_store_factory
 ):
     """The hang of issue 19: Scrapy's compression middleware raised on gzip over a plain body,
-    the outcome was never recorded, and the second page of the host waited forever."""
-    # (in key order: the page that fails first, then the one that waited for it)
-    urls = [hostile.url(ENC, "/raw/gzip-plain"), hostile.url(ENC, "/raw/page")]
+    the outcome was never recorded, and the next page of the host waited forever. And a request
+    that a middleware loses: the watchdog records it after 8 timeouts and frees its queue."""
+    hostile.requests.clear()
+    # (in key order on each host: the page that fails first, then the one that waits for it)
+    failing = [hostile.url(ENC, "/raw/gzip-plain"), hostile.url(ENC, "/raw/page")]
+    lost = [hostile.url(WATCH, "/raw/mw-lose"), hostile.url(WATCH, "/raw/page")]
     store = embedded_store_factory()
-    table = prepare_batch(store, urls)
-    project = FetchProject(tmp_path, store, NUTCH_HTTP_TIMEOUT=1000)
+    table = prepare_batch(store, failing + lost)
+    (tmp_path / "hostile_mw.py").write_text(PROJECT_MIDDLEWARES)
+    project = FetchProject(
+        tmp_path,
+        store,
+        NUTCH_HTTP_TIMEOUT=1000,
+        DOWNLOADER_MIDDLEWARES={"hostile_mw.LosingMiddleware": 601},
+    )
     code, log, _, _ = _crawl(project, timeout=60)
     assert code == 0, log[-3000:]
     pages = {page.url: page for page in table.scan(["status", "protocol_status"])}
-    assert [pages[url].status if url in pages else None for url in urls] == [C.RETRY, C.FETCHED]
-    assert pages[urls[0]].protocol_status.args[0].startswith("decoding: gzip: ")
+    statuses = [pages[url].status if url in pages else None for url in failing + lost]
+    assert statuses == [C.RETRY, C.FETCHED, C.RETRY, C.FETCHED]
+    assert pages[failing[0]].protocol_status.args[0].startswith("decoding: gzip: ")
+    assert pages[lost[0]].protocol_status.args[0].startswith("watchdog: ")
+    assert hostile.count(WATCH, "/raw/page") == 1
     assert "Traceback" not in log
