@@ -182,6 +182,10 @@ def test_authentication_settings():
             writer.open()
     with pytest.raises(ConfigError, match="not several"):
         ElasticsearchIndexWriter("http://x", username="u", api_key="k")
+    with pytest.raises(ConfigError, match="NUTCH_SOLR_SERVER_URL holds credentials"):
+        SolrIndexWriter("http://solr:SolrRocks@x:8983/solr/nutch")
+    with pytest.raises(ConfigError, match="NUTCH_ELASTIC_URL must start with http"):
+        ElasticsearchIndexWriter("localhost:9200")
 
 
 def test_the_writer_checks_the_product_and_version():

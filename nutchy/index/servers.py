@@ -92,8 +92,14 @@ class _ServerIndexWriter(BaseIndexWriter):
         backoff: float = 0.1,
         retries: int = 10,
     ) -> None:
+        setting = f"{self.prefix}_{self._url_setting}"
         if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"{self.prefix} URL must start with http:// or https://, got {url!r}")
+            raise ConfigError(f"{setting} must start with http:// or https://, got {url!r}")
+        if urllib3.util.parse_url(url).auth:
+            raise ConfigError(
+                f"{setting} holds credentials: give them in {self.prefix}_AUTH_USERNAME and"
+                f" {self.prefix}_AUTH_PASSWORD, which are never printed"
+            )
         if sum(map(bool, (username or password, api_key, bearer_token))) > 1:
             raise ConfigError(
                 f"{type(self).__name__}: give a username and password, an API key or a bearer"
