@@ -82,6 +82,7 @@ class NutchAddon:
         from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 
         from nutchy.compression import NutchHttpCompressionMiddleware
+        from nutchy.history import NutchHistoryExtension
         from nutchy.index.pipeline import NutchIndexPipeline
         from nutchy.metrics import NutchMetricsExtension
         from nutchy.middlewares import NutchFetchMiddleware
@@ -130,6 +131,8 @@ class NutchAddon:
         settings.setdefault_in_component_priority_dict("EXTENSIONS", NutchWarcExtension, 0)
         # Off (NotConfigured) unless NUTCH_METRICS_PORT is a port, or nutchy crawl asks for it.
         settings.setdefault_in_component_priority_dict("EXTENSIONS", NutchMetricsExtension, 0)
+        # On for a crawl that generates its batches (no -a batch), unless NUTCH_CRAWL_HISTORY.
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", NutchHistoryExtension, 0)
         if self.spidercls is not None and _is_nutch_spider(self.spidercls):
             try:
                 table = check_components(settings)

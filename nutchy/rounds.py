@@ -114,6 +114,7 @@ class RoundDriver:
 
     def log_round(self, job: FetchJob, batch_id: str, selected: int) -> None:
         self.stats.inc_value("nutch/rounds")
+        self.stats.inc_value("nutch/rounds/selected", selected)  # for the history (nutchy.history)
         logger.info(
             "Round %(round)d of %(rounds)d: batch %(batch)s, %(n)d URLs",
             {"round": self.round, "rounds": job.rounds, "batch": batch_id, "n": selected},

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sites import FetchProject, Site, graph_site, prepare_batch
 
+from nutchy.jobs.history import HISTORY_FILE, read_history
 from nutchy.store.embedded import EmbeddedStore
 from nutchy.store.table import WebTable
 
@@ -55,18 +56,34 @@ def scrapes_while(process, port):
 
 
 def test_scrapy_crawl_nutch_serves_its_metrics(tmp_path):
+    """A crawl of rounds (-a seeds, -a rounds): one round fetches the seeds, the next finds
+    nothing due; that round is also in the crawl's history."""
     port = free_port()
     with Site(hosts=(HOST,)) as site:
         store = EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite")
         urls = [site.url(HOST, f"/slow?s=0.25&i={i}") for i in range(8)]
         urls.append(site.url(HOST, "/status/404"))
-        prepare_batch(store, urls, "b1").close()
-        project = FetchProject(tmp_path, store, NUTCH_METRICS_PORT=port)
-        process = project.start("b1")
+        (tmp_path / "seeds.txt").write_text("".join(f"{url}\n" for url in urls))
+        project = FetchProject(
+            tmp_path, store, NUTCH_METRICS_PORT=port, NUTCH_FETCHER_UPDATEDB=True
+        )
+        process = subprocess.Popen(
+            project.command(None, {"seeds": str(tmp_path / "seeds.txt"), "rounds": "2"}, {}),
+            cwd=tmp_path,
+            env=project.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         seen = scrapes_while(process, port)
         log = process.stderr.read()
         process.stderr.close()
     assert process.returncode == 0, log
+    (line,) = read_history(tmp_path / "crawl" / HISTORY_FILE).rounds
+    assert line["round"] == 1 and line["selected"] == 9 and line["fetched"] == 9
+    assert line["fetch_statuses"] == {"NOTFOUND": 1, "SUCCESS": 8}
+    assert line["by_status"] == {"status_fetched": 8, "status_gone": 1}
+    assert line["seconds"]["round"] > 0 and line["pages_per_s"] > 0
     assert f"Serving metrics on http://127.0.0.1:{port}/metrics" in log
     assert len(seen) >= 5, log
     success = [s.get(("nutchy_fetch_pages_total", (("status", "SUCCESS"),)), 0) for s in seen]

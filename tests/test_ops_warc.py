@@ -84,7 +84,8 @@ def fetched(tmp_path_factory):
         project = FetchProject(
             root, store, NUTCH_WARC_ENABLED=True, NUTCH_WARC_DIR=str(root / "w1")
         )
-        first = project.crawl("b1")
+        # a queue of one answer: the engine pauses at each answer until the thread wrote it
+        first = project.crawl("b1", settings={"NUTCH_WARC_QUEUE_SIZE": 1})
         assert first.returncode == 0, first.log
         assert main(["updatedb", "b1", "-s", f"NUTCH_CRAWL_DIR={root / 'crawl'}"]) == 0
         result = generate(
@@ -109,6 +110,7 @@ def test_the_fetch_writes_a_response_and_a_request_per_answer(fetched):
     }
     assert first.stats["nutch/warc/records"] == 2 * len(PATHS)  # and a warcinfo
     assert first.stats["nutch/warc/files"] == 1
+    assert first.stats["nutch/warc/paused"] >= 1  # and resumed: every answer is written
     assert "Wrote 6 answers (12 WARC records, 0 revisits) to 1 files" in first.log
     assert not list((root / "w1").glob("*.open"))
 

@@ -89,7 +89,8 @@ def round_record(
     status name; *new_rows* added by its updatedb; *seconds* per phase) and the *table*'s
     statistics after it, at *now* (ms)."""
     fetched = sum(statuses.values())
-    fetch_seconds = seconds.get("fetch", 0.0)
+    # nutchy crawl times the fetch; scrapy crawl nutch's rounds only the whole round
+    fetch_seconds = seconds.get("fetch", seconds.get("round", 0.0))
     return {
         "round": number,
         "batch": batch_id,
