@@ -81,6 +81,9 @@ META_FOLLOW: Final = "nutch_follow"
 META_CRAWL_DELAY: Final = "nutch_crawl_delay"
 #: Request meta that marks the robots.txt requests of :mod:`nutchy.robots`.
 META_ROBOTS: Final = "nutch_robots"
+#: Request meta set by the scheduler's watchdog on a request whose row it recorded as failed:
+#: an answer that still comes for it is dropped.
+META_EXPIRED: Final = "nutch_expired"
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ from twisted.internet import error as tx_error
 from nutchy._fetch import (
     META_CHAIN,
     META_ENTRY,
+    META_EXPIRED,
     META_FETCH_TIME,
     META_FOLLOW,
     META_NEW_ROW,
@@ -221,6 +222,7 @@ class NutchFetchMiddleware:
         entry: FetchEntry | None = request.meta.get(META_ENTRY)
         if entry is None or request.meta.get(META_ROBOTS):
             return response
+        self._drop_expired(request)
         now = _now()
         if UNDECODABLE in response.flags and response.status == 200:
             # As in Nutch, a page whose body does not unzip is a failed fetch, tried again
@@ -253,6 +255,7 @@ class NutchFetchMiddleware:
         entry: FetchEntry | None = request.meta.get(META_ENTRY)
         if entry is None or request.meta.get(META_ROBOTS):
             return
+        self._drop_expired(request)
         requested = True
         refusal = self._refusal(request, exception)
         if isinstance(exception, RobotsDenied):
@@ -285,6 +288,13 @@ class NutchFetchMiddleware:
         update = self._update(request, entry, outcome, None, _now())
         self._finish(request, outcome, update, requested=requested)
         raise FetchFailed(outcome) from exception
+
+    def _drop_expired(self, request: Request) -> None:
+        """Drop quietly the answer of a request that the scheduler's watchdog recorded already."""
+        if request.meta.get(META_EXPIRED):
+            request.meta[_RECORDED] = True
+            self.stats.inc_value("nutch/fetch/watchdog/late")
+            raise IgnoreRequest("recorded by the watchdog")
 
     def download_failed(self, failure: Failure) -> None:
         """The errback of the requests of rows: a failure that no ``process_exception`` saw (an

@@ -64,6 +64,7 @@ from nutchy._fetch import (
     META_CRAWL_DELAY,
     META_DEFER,
     META_ENTRY,
+    META_EXPIRED,
     META_FOLLOW,
     META_NEW_ROW,
     META_QUEUE,
@@ -269,8 +270,9 @@ class NutchScheduler:
         self._hard: list[tuple[float, int, _Queue]] = []
         self._seq = itertools.count()
         self._queued = 0
-        #: the rows in flight: id of the entry -> the entry, its queue, when it was released
-        self._released: dict[int, tuple[FetchEntry, _Queue, float]] = {}
+        #: the rows in flight: id of the entry -> the entry, its queue, when it was released,
+        #: and its request
+        self._released: dict[int, tuple[FetchEntry, _Queue, float, Request]] = {}
         #: ids of the entries the watchdog recorded while their request was still out
         self._expired: set[int] = set()
         self._watchdog: Any = None
@@ -545,7 +547,7 @@ class NutchScheduler:
             self._schedule(queue, now)
             return None
         queue.inflight += 1
-        self._released[id(entry)] = (entry, queue, now)
+        self._released[id(entry)] = (entry, queue, now, request)
         self._summary.released += 1
         self._schedule(queue, now)
         return request
@@ -670,13 +672,14 @@ class NutchScheduler:
         An outcome that comes for it later is dropped."""
         now = time.monotonic()
         lost = False
-        for key, (entry, queue, since) in list(self._released.items()):
+        for key, (entry, queue, since, request) in list(self._released.items()):
             bound = queue.delay + self.stuck_after
             if now - since <= bound:
                 continue
             lost = True
             del self._released[key]
             self._expired.add(key)
+            request.meta[META_EXPIRED] = True
             queue.inflight -= 1
             queue.ready_at = now + queue.delay
             self._schedule(queue, now)

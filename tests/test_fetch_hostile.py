@@ -20,7 +20,7 @@ import zlib
 import brotli
 import pytest
 from hostile_server import PAGE, HostileServer, Raw, html
-from sites import FetchProject, prepare_batch
+from sites import FetchProject, parse_stats, prepare_batch
 
 from nutchy.core.fetch import TRUNCATED_KEY
 from nutchy.core.status import CrawlStatus, ProtocolStatusCode
@@ -37,11 +37,11 @@ MiB = 1 << 20
 RSS_LIMIT_KIB = 300 * 1024
 
 # One loopback host per group of cases.
-ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH = (
-    f"127.0.3.{i}" for i in range(1, 11)
+ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH, LATE = (
+    f"127.0.3.{i}" for i in range(1, 12)
 )
 R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB = (f"127.0.3.{i}" for i in range(20, 26))
-HOSTS = (ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH)
+HOSTS = (ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH, LATE)
 #: The request timeout of the suite's crawl (s): 10,000 headers take Twisted 0.7 s to read on
 #: a quiet machine.
 TIMEOUT = 3.0
@@ -51,6 +51,8 @@ ROBOT_HOSTS = (R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB)
 #: did on a body it could not decode, and one that loses a request (it hands the engine another
 #: request in its place), which only the scheduler's watchdog notices.
 PROJECT_MIDDLEWARES = """
+import asyncio
+
 from scrapy import Request
 
 
@@ -65,6 +67,13 @@ class LosingMiddleware:
     def process_request(self, request):
         if request.url.endswith("/raw/mw-lose"):
             return Request(request.url + "?lost", dont_filter=True)
+        return None
+
+
+class DelayingMiddleware:
+    async def process_request(self, request):
+        if request.url.endswith("/raw/mw-late"):
+            await asyncio.sleep(10)
         return None
 """
 
@@ -114,6 +123,7 @@ def hostile():
         raw["mw-raise"] = html()
         raw["page"] = html()
         raw["mw-lose"] = html()
+        raw["mw-late"] = html()
         # decompression bombs
         raw["bomb-br"] = html(_brotli_bomb(b"<html>", 512), (b"Content-Encoding", b"br"))
         raw["bomb-gzip2"] = html(
@@ -327,26 +337,37 @@ def test_a_request_lost_or_failing_in_a_middleware_ends_recorded_and_frees_its_q
 ):
     """The hang of issue 19: Scrapy's compression middleware raised on gzip over a plain body,
     the outcome was never recorded, and the next page of the host waited forever. And a request
-    that a middleware loses: the watchdog records it after 8 timeouts and frees its queue."""
+    that a middleware loses, or holds longer than 8 timeouts: the watchdog records it and frees
+    its queue; the answer that comes after is dropped."""
     hostile.requests.clear()
     # (in key order on each host: the page that fails first, then the one that waits for it)
     failing = [hostile.url(ENC, "/raw/gzip-plain"), hostile.url(ENC, "/raw/page")]
     lost = [hostile.url(WATCH, "/raw/mw-lose"), hostile.url(WATCH, "/raw/page")]
+    late = [hostile.url(LATE, "/raw/mw-late"), hostile.url(LATE, "/raw/page")]
     store = embedded_store_factory()
-    table = prepare_batch(store, failing + lost)
+    table = prepare_batch(store, failing + lost + late)
     (tmp_path / "hostile_mw.py").write_text(PROJECT_MIDDLEWARES)
     project = FetchProject(
         tmp_path,
         store,
         NUTCH_HTTP_TIMEOUT=1000,
-        DOWNLOADER_MIDDLEWARES={"hostile_mw.LosingMiddleware": 601},
+        DOWNLOADER_MIDDLEWARES={
+            "hostile_mw.LosingMiddleware": 601,
+            "hostile_mw.DelayingMiddleware": 602,
+        },
     )
     code, log, _, _ = _crawl(project, timeout=60)
     assert code == 0, log[-3000:]
-    pages = {page.url: page for page in table.scan(["status", "protocol_status"])}
-    statuses = [pages[url].status if url in pages else None for url in failing + lost]
-    assert statuses == [C.RETRY, C.FETCHED, C.RETRY, C.FETCHED]
+    pages = {page.url: page for page in table.scan(["status", "protocol_status", "parse_status"])}
+    statuses = [pages[url].status if url in pages else None for url in failing + lost + late]
+    assert statuses == [C.RETRY, C.FETCHED] * 3
     assert pages[failing[0]].protocol_status.args[0].startswith("decoding: gzip: ")
     assert pages[lost[0]].protocol_status.args[0].startswith("watchdog: ")
+    assert pages[late[0]].protocol_status.args[0].startswith("watchdog: ")
+    # the late answer came (the server saw its request) and was dropped: not parsed
+    assert hostile.count(LATE, "/raw/mw-late") == 1
+    assert pages[late[0]].parse_status is None
+    assert pages[late[1]].parse_status is not None
+    assert parse_stats(log)["nutch/fetch/watchdog/late"] == 1
     assert hostile.count(WATCH, "/raw/page") == 1
     assert "Traceback" not in log
