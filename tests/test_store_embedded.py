@@ -18,7 +18,7 @@ from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
 from nutchy.store import open_store
 from nutchy.store.base import Scan
 from nutchy.store.embedded import EmbeddedStore
-from nutchy.store.schema import RowUpdate
+from nutchy.store.schema import RowUpdate, build_update
 
 
 def test_settings_put_the_file_under_the_crawl_dir(tmp_path):
@@ -433,3 +433,31 @@ def test_exclusive_waits_for_a_live_holder_and_not_for_a_killed_one(tmp_path):
     assert got == ["taken"]
     assert (tmp_path / "webpage.sqlite.generate.lock").exists()
     store.close()
+
+
+def test_opening_the_table_again_keeps_the_locks_sqlite_holds_on_it(tmp_path):
+    # Closing any descriptor of the file drops the POSIX locks SQLite holds on it, for the whole
+    # process: a second store of the same file must not open it outside SQLite while the first
+    # holds it, or another process can take it over (here: leave WAL mode, which needs every
+    # other connection gone) under a connection still reading it.
+    path = tmp_path / "webpage.sqlite"
+    first = EmbeddedStore(path)
+    first.create()
+    first.write([build_update("com.a:http/", {"score": 1.0})])
+    second = EmbeddedStore(path)
+    try:
+        assert second.exists()  # connects
+        leave_wal = (
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0);"
+            " print(c.execute('PRAGMA journal_mode = DELETE').fetchone()[0])"
+        )
+        other = subprocess.run(
+            [sys.executable, "-c", leave_wal, str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert "database is locked" in other.stderr, other.stdout + other.stderr
+    finally:
+        second.close()
+        first.close()

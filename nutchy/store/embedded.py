@@ -47,11 +47,13 @@ in ``nutchy_meta`` says how a file was written.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import functools
 import logging
 import marshal
+import os
 import sqlite3
 import threading
 import time
@@ -193,6 +195,8 @@ class EmbeddedStore:
         # run before inject, or in the wrong folder) leaves no empty file behind; only
         # create() makes one.
         self._connection: sqlite3.Connection | None = None
+        #: Whether this store counts in _OPEN (from its connection to its close).
+        self._counted = False
         if self.path.exists():
             self._connect()
 
@@ -212,7 +216,14 @@ class EmbeddedStore:
         with self._lock:
             if self._connection is not None:
                 return self._connection
-            self._check_file()
+            with _OPEN_LOCK:
+                # Only while no connection of this process has the file open: closing any other
+                # descriptor of the file drops the POSIX locks SQLite holds on it, process-wide,
+                # and another process could then write under a reader or a writer (SQLite's
+                # "How To Corrupt", 2.2). A file open here was checked when it was opened.
+                if not _OPEN[self._file_key]:
+                    self._check_file()
+                _OPEN[self._file_key] += 1
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
@@ -236,13 +247,23 @@ class EmbeddedStore:
                 ).fetchall():
                     conn.execute(f"SELECT * FROM {_quote(name)} LIMIT 1").fetchall()
             except (OSError, sqlite3.Error) as exc:
+                self._forget_file()
                 if isinstance(exc, sqlite3.Error) and _is_corrupt(exc):
                     raise self._corrupt(str(exc)) from exc
                 raise StoreUnavailable(
                     f"cannot open the embedded store at {self.path}: {exc}"
                 ) from exc
             self._connection = conn
+            self._counted = True
             return conn
+
+    @property
+    def _file_key(self) -> str:
+        return os.path.realpath(self.path)
+
+    def _forget_file(self) -> None:
+        with _OPEN_LOCK:
+            _OPEN[self._file_key] -= 1
 
     def _check_file(self) -> None:
         """Refuse, before SQLite opens it, a file that cannot be a whole table: empty though it
@@ -483,6 +504,9 @@ class EmbeddedStore:
         with self._lock:
             if self._connection is not None:
                 self._connection.close()
+                if self._counted:
+                    self._counted = False
+                    self._forget_file()
 
     def checkpoint(self) -> None:
         """Start a passive checkpoint (the write-ahead log copied into the file, without waiting
@@ -1039,6 +1063,11 @@ class EmbeddedStore:
             raise
         return result
 
+
+#: Connections of this process open on each file (by real path), for
+#: :meth:`EmbeddedStore._connect`.
+_OPEN: collections.Counter[str] = collections.Counter()
+_OPEN_LOCK = threading.Lock()
 
 #: How long (s) after its last change an empty file may still be a table being created.
 _NEW_FILE_SECONDS = 10.0
