@@ -1,13 +1,18 @@
-"""The crawl's history, ``nutchy readdb -stats -json`` and ``nutchy plot``, on a real 3-round
-``nutchy crawl`` of a loopback site (one crawl for the module: each round forks a fetch child)."""
+"""The crawl's history, ``nutchy readdb -stats -json``, ``nutchy plot`` and the metrics ``nutchy
+crawl`` serves, on a real 3-round ``nutchy crawl`` of a loopback site (one crawl for the module,
+scraped while it runs: each round forks a fetch child)."""
 
 from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
+import time
 
 import pytest
 from sites import graph_site
+from test_ops_metrics import environment, free_port, scrape, scrapes_while
 
 from nutchy.cli import main
 from nutchy.jobs.history import HISTORY_FILE, read_history
@@ -38,14 +43,64 @@ def run(crawl_dir, *args):
 
 
 @pytest.fixture(scope="module")
-def crawled(tmp_path_factory):
-    """A crawl directory after ``nutchy crawl -rounds 3``."""
+def crawl_run(tmp_path_factory):
+    """``nutchy crawl -rounds 3`` with its metrics on, scraped every 0.1 s while it ran: the crawl
+    directory, the samples of every scrape, and the metrics port."""
     root = tmp_path_factory.mktemp("history")
-    with graph_site(GRAPH) as server:
+    port = free_port()
+    # each answer takes 0.1 s, so that the scrapes meet the fetch children at work
+    with graph_site(GRAPH, on_request=lambda path: time.sleep(0.1)) as server:
         seeds = root / "seeds.txt"
         seeds.write_text(f"http://127.0.0.1:{server.server_address[1]}/\n", encoding="utf-8")
-        assert run(root / "crawl", "crawl", str(seeds), "-rounds", "3") == 0
-    return root / "crawl"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nutchy",
+                "crawl",
+                str(seeds),
+                "-rounds",
+                "3",
+                "-s",
+                f"NUTCH_CRAWL_DIR={root / 'crawl'}",
+                "-s",
+                "NUTCH_FETCHER_SERVER_DELAY=0",
+                "-s",
+                f"NUTCH_METRICS_PORT={port}",
+                "-s",
+                "NUTCH_METRICS_INTERVAL=0.2",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=root,
+            env=environment(),
+        )
+        seen = scrapes_while(process, port)
+        log = process.stderr.read()
+        process.stderr.close()
+    assert process.returncode == 0, log
+    return root / "crawl", seen, port
+
+
+@pytest.fixture(scope="module")
+def crawled(crawl_run):
+    """The crawl directory after ``nutchy crawl -rounds 3``."""
+    return crawl_run[0]
+
+
+def test_nutchy_crawl_serves_the_metrics_of_its_fetch_children(crawl_run):
+    _, seen, port = crawl_run
+    rounds = [s[("nutchy_crawl_round", ())] for s in seen]
+    assert rounds == sorted(rounds) and rounds[-1] == 3
+    success = [s.get(("nutchy_fetch_pages_total", (("status", "SUCCESS"),)), 0) for s in seen]
+    assert success == sorted(success)  # the children's counters add up across rounds
+    assert success[-1] == 4  # / in round 1, /a /b in round 2, /c in round 3
+    assert seen[-1][("nutchy_fetch_pages_total", (("status", "NOTFOUND"),))] == 1
+    running = [s for s in seen if s[("nutchy_fetch_processes", ())] == 1]
+    assert running, "no scrape while a fetch child ran"
+    assert {s[("nutchy_crawl_batch_urls", ())] for s in running} <= {1, 2}
+    assert max(s[("nutchy_fetch_rows_queued", ())] for s in running) <= 2
+    assert scrape(port) is None
 
 
 def test_each_round_of_a_crawl_appends_its_statistics(crawled):
