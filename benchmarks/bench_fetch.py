@@ -171,6 +171,8 @@ def crawl_nutch(
             "NUTCH_CRAWL_DIR": crawl_dir,
             "NUTCH_FETCHER_SERVER_DELAY": 0,
             "NUTCH_FETCHER_PARSE": False,  # fetch only: the measure
+            # and no updatedb, which would take the batch's marks off for the next round's fetch
+            "NUTCH_FETCHER_UPDATEDB": False,
             "NUTCH_FETCHER_THREADS_PER_QUEUE": per_host,
             "CONCURRENT_REQUESTS": concurrency,
             "LOG_LEVEL": "WARNING",
