@@ -96,6 +96,7 @@ class FetchSettings:
     server_min_delay: float = 0.0
     min_crawl_delay: float = 5.0
     max_crawl_delay: float = 30.0
+    max_exceptions_per_queue: int = -1
     depth_multiplier: int = 50
     concurrency: int = 16
     content_limit: int = 65536
@@ -130,6 +131,9 @@ class FetchSettings:
             server_min_delay=_non_negative(settings, "NUTCH_FETCHER_SERVER_MIN_DELAY"),
             min_crawl_delay=server_delay if min_crawl_delay < 0 else min_crawl_delay,
             max_crawl_delay=_settings.get_float(settings, "NUTCH_FETCHER_MAX_CRAWL_DELAY"),
+            max_exceptions_per_queue=_settings.get_int(
+                settings, "NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE", -1
+            ),
             depth_multiplier=_settings.get_int(settings, "NUTCH_FETCHER_QUEUE_DEPTH_MULTIPLIER", 1),
             concurrency=_settings.get_int(settings, "CONCURRENT_REQUESTS", 1),
             content_limit=_settings.get_int(settings, "NUTCH_HTTP_CONTENT_LIMIT", -1),

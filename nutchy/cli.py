@@ -15,6 +15,7 @@ import secrets
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -33,6 +34,8 @@ from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.jobs.crawl import QUIET_CHILD, crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
 from nutchy.jobs.history import history_path, read_history
+from nutchy.jobs.hostdb import HEADER as HOSTDB_HEADER
+from nutchy.jobs.hostdb import MIN_CAP, host_line, host_record, read_hosts, update_hostdb
 from nutchy.jobs.inject import InjectOptions, SeedPathError, inject, seed_files
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.plot import plot_crawl, table_values
@@ -47,7 +50,7 @@ from nutchy.jobs.readdb import (
 )
 from nutchy.jobs.updatedb import updatedb
 from nutchy.progress import Progress
-from nutchy.store import open_table
+from nutchy.store import open_host_store, open_table
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -222,6 +225,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _num_tasks(readdb, "with -stats, -dump and -topN: ", key_range=True)
     readdb.set_defaults(run=_readdb)
+
+    updatehostdb = _subcommand(
+        commands,
+        "updatehostdb",
+        "update the host database from the web table",
+        "Read the web table once and write each host's rows by status, fetches, errors, 404s,"
+        " robots.txt denials, mean response time and last fetch to the host table"
+        " (docs/hostdb.md).",
+    )
+    updatehostdb.set_defaults(run=_updatehostdb)
+    readhostdb = _subcommand(
+        commands, "readhostdb", "show the host database", "Print the host table, one host a line."
+    )
+    readhostdb.add_argument("-host", metavar="HOST", help="only this host")
+    readhostdb.add_argument("-json", action="store_true", help="one JSON object per host")
+    readhostdb.set_defaults(run=_readhostdb)
 
     parse = _subcommand(
         commands,
@@ -741,6 +760,7 @@ def _generate_summary(result: GenerateResult) -> str:
         (counts.malformed, "with a malformed URL"),
         (counts.unnormalized, "not normalized"),
         (counts.filtered, "filtered"),
+        (counts.suspended, "of hosts the host database suspends"),
         (counts.limited, "over -topN or NUTCH_GENERATE_MAX_COUNT"),
     ]
     text = f"{counts.seen} due rows read, {counts.selected} selected"
@@ -807,6 +827,42 @@ def _readdb(args: argparse.Namespace) -> int:
                 best = top_scored(table, args.top_n, progress=bar, tasks=tasks)
             for score, url in best:
                 print(f"{score:.6g}\t{url}")
+    return 0
+
+
+def _updatehostdb(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    cap = max(MIN_CAP, get_int(settings, "NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE", -1) + 1)
+    with open_table(settings) as table, closing(open_host_store(settings)) as hosts:
+        if not table.store.exists():
+            print(f"nutchy updatehostdb: there is no table {table.name}", file=sys.stderr)
+            return 1
+        with Progress("updatehostdb: rows read") as bar:
+            result = update_hostdb(table, hosts, now=_now(), cap=cap, progress=bar)
+    text = f"{result.rows} rows read, {result.hosts} hosts written to {hosts.table_name}"
+    if result.removed:
+        text += f", {result.removed} hosts with no row left removed"
+    if result.undecodable:
+        text += f"; {result.undecodable} rows skipped (a cell does not decode)"
+    print(text)
+    return 0
+
+
+def _readhostdb(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with closing(open_host_store(settings)) as hosts:
+        found = 0
+        if not args.json:
+            print(HOSTDB_HEADER)
+        for host, stats in read_hosts(hosts, args.host):
+            found += 1
+            if args.json:
+                print(json.dumps(host_record(host, stats)))
+            else:
+                print(host_line(host, stats))
+    if args.host is not None and not found:
+        print(f"nutchy readhostdb: {args.host} is not in {hosts.table_name}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -177,6 +177,12 @@ NUTCH_FETCHER_JOB_RESUME = False
 # ROBOTS_DENIED. -1: honour any delay.
 NUTCH_FETCHER_MAX_CRAWL_DELAY = 30
 
+# A fetch queue whose requests failed with an exception (no answer, a timeout, 5xx) this many
+# times in one fetch is left for a later fetch (its rows stay generated, unfetched); generate
+# also leaves out hosts with this many consecutive errors in the host database (docs/hostdb.md).
+# -1: no limit.
+NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE = -1
+
 # Shortest delay (s) between requests to a queue that a robots.txt Crawl-delay may ask for; -1
 # means NUTCH_FETCHER_SERVER_DELAY (Nutch 1.x, NUTCH-2775; Nutch 2.x takes any Crawl-delay).
 NUTCH_FETCHER_MIN_CRAWL_DELAY = -1.0
@@ -235,6 +241,17 @@ NUTCH_GENERATE_COUNT_MODE = "host"
 
 # Whether generate applies the URL filter (-noFilter turns it off for one run).
 NUTCH_GENERATE_FILTER = True
+
+# (nutchy only) How long (s) after its last fetch generate leaves out a host the host database
+# shows failing (NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE, NUTCH_GENERATE_HOSTDB_MAX_ERROR_RATE).
+NUTCH_GENERATE_HOSTDB_DELAY = 86400.0
+
+# (nutchy only) Generate leaves out a host whose fetched rows failed more often than this (0 to
+# 1) in the host database, for NUTCH_GENERATE_HOSTDB_DELAY; -1: off.
+NUTCH_GENERATE_HOSTDB_MAX_ERROR_RATE = -1.0
+
+# (nutchy only) The fetched rows a host needs before NUTCH_GENERATE_HOSTDB_MAX_ERROR_RATE applies.
+NUTCH_GENERATE_HOSTDB_MIN_FETCHED = 10
 
 # At most this many URLs per host or domain in one batch; -1 (or 0) for no limit.
 NUTCH_GENERATE_MAX_COUNT = -1

@@ -81,6 +81,7 @@ from nutchy.core.fetch import (
     exception_status,
     fetch_change,
 )
+from nutchy.core.status import ProtocolStatusCode
 from nutchy.exceptions import ConfigError, FrontierUnavailable, StoreError, TableMissing
 from nutchy.frontier import FETCH_COLUMNS, LocalFrontier
 from nutchy.jobs import _settings
@@ -144,6 +145,8 @@ class _Queue:
     dropped: bool = False
     backoff: int = 0
     defers: int = 0
+    #: requests that failed with an exception (fetcher.max.exceptions.per.queue)
+    exceptions: int = 0
 
     def can_release(self) -> bool:
         return bool(self.entries) and self.inflight < self.threads and not self.dropped
@@ -644,6 +647,8 @@ class NutchScheduler:
             if requested and self._slots is not None:
                 self._slots.finished(request.meta["download_slot"], queue.delay, queue.threads)
             self._throttle(queue, now, retry_after, throttled)
+            if outcome is not None and not throttled and retry_after is None:
+                self._count_exception(queue, outcome)
             self._schedule(queue, now)
             if not queue.entries and not queue.inflight and self._frontier is not None:
                 self._frontier.idle(queue.id, max(queue.ready_at, queue.blocked_until) - now)
@@ -657,6 +662,17 @@ class NutchScheduler:
             self.stats.inc_value("nutch/fetch/dropped_by_other")
             if entry is not None and self._frontier is not None:
                 self._frontier.skipped([entry])
+
+    def _count_exception(self, queue: _Queue, outcome: FetchOutcome) -> None:
+        """Nutch 1.x's ``fetcher.max.exceptions.per.queue``: once a queue's requests failed with
+        an exception that many times in this fetch, the rest of its rows are left for a later
+        fetch (they keep their generate mark; updatedb releases them for the next generate)."""
+        if outcome.status.code != ProtocolStatusCode.EXCEPTION:
+            return
+        queue.exceptions += 1
+        limit = self.settings.max_exceptions_per_queue
+        if 0 <= limit <= queue.exceptions and not queue.dropped:
+            self._drop(queue, "exceptions")
 
     @property
     def stuck_after(self) -> float:
@@ -949,6 +965,7 @@ class NutchScheduler:
         for queue in self._queues.values():
             queue.dropped = False
             queue.defers = 0
+            queue.exceptions = 0
         logger.info(
             "Fetching batch %(batch)s%(part)s%(resume)s from %(table)s: queues %(mode)s, delay"
             " %(delay)s s, %(threads)d per queue, content limit %(limit)d",

@@ -312,8 +312,9 @@ def test_not_modified_keeps_content_and_updates_headers():
 
 def test_exception_writes_status_and_marks_only():
     puts, deletes, replace = cells_of(ENTRY, FetchOutcome(exception_status("reset", "by peer")))
-    assert set(puts) == {b"f:st", b"f:pts", b"f:ts", b"f:prot", b"mk:_ftcmrk_"}
+    assert set(puts) == {b"f:st", b"f:pts", b"f:ts", b"f:prot", b"mk:_ftcmrk_", b"mtdt:_nft_"}
     assert not deletes and not replace
+    assert puts[b"mtdt:_nft_"] == puts[b"f:ts"]  # both 8-byte longs: when it was fetched
     page = decode_page(ENTRY.key.encode(), puts)
     assert page.protocol_status == ProtocolStatus(P.EXCEPTION, ("reset: by peer",))
 

@@ -17,7 +17,8 @@ The columns written for a fetch (:func:`fetch_change`), as inputs of
 :func:`nutchy.store.schema.build_update`:
 
 - always: ``f:st`` (the crawl status), ``f:pts`` (the row's previous ``f:ts``), ``f:ts`` (now),
-  ``f:prot`` and ``mk:_ftcmrk_`` (the value of ``mk:_gnmrk_``), the last as a single entry;
+  ``f:prot``, ``mk:_ftcmrk_`` (the value of ``mk:_gnmrk_``) and ``mtdt:_nft_`` (now, nutchy
+  only: ``f:ts`` holds it only until updatedb), the last two as single entries;
 - for any HTTP response: the ``h`` family, replaced by the response's headers (a 304 instead
   updates the stored headers, see below), ``mtdt:_rs_`` (response time, ms) and ``mtdt:_ip_``
   (server address) when known;
@@ -567,7 +568,7 @@ def fetch_change(
     >>> change.fields["status"], change.fields["prev_fetch_time"], change.fields["fetch_time"]
     (<CrawlStatus.RETRY: 34>, 7, 9)
     >>> change.entries
-    {'markers': {'_ftcmrk_': 'b1'}}
+    {'markers': {'_ftcmrk_': 'b1'}, 'metadata': {'_nft_': b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\t'}}
     """
     fields: dict[str, object] = {
         "status": outcome.crawl_status,
@@ -577,7 +578,7 @@ def fetch_change(
     }
     entries: dict[str, dict[str, object]] = {"markers": {Mark.FETCH: entry.batch_id}}
     replace: dict[str, dict[str, object]] = {}
-    metadata: dict[str, object] = {}
+    metadata: dict[str, object] = {Metadata.FETCHED_AT: now.to_bytes(8, "big", signed=True)}
     if outcome.headers is not None:
         if outcome.status.code == _P.NOTMODIFIED:
             # RFC 9111 §4.3.4: a 304 updates the stored response's headers; the stored content

@@ -83,7 +83,14 @@ from typing import Final, NamedTuple
 from nutchy.core.schedule import should_fetch
 from nutchy.core.status import Mark
 from nutchy.core.urlfilter import RegexURLFilter
-from nutchy.core.urls import HOST_KEY_MODES, InvalidURL, host_key, normalize_url, unreverse_url
+from nutchy.core.urls import (
+    HOST_KEY_MODES,
+    InvalidURL,
+    host_key,
+    host_of,
+    normalize_url,
+    unreverse_url,
+)
 from nutchy.core.webpage import WebPage
 
 __all__ = [
@@ -223,6 +230,8 @@ class GenerateConfig:
     forever, as in Nutch 2.x. *max_interval* is ``db.fetch.interval.max`` (s). *normalize* skips
     rows whose URL is not normalized (``-noNorm`` turns the check off) and *url_filter*, when
     given, skips the URLs it rejects. *sort_value* is the scoring filter's sort value.
+    *skip_hosts* are lower-cased hosts left out whole (the host database's suspended hosts,
+    :class:`nutchy.core.hostdb.HostGate`).
     """
 
     top_n: int | None = None
@@ -235,6 +244,7 @@ class GenerateConfig:
     normalize: bool = True
     url_filter: RegexURLFilter | None = None
     sort_value: Callable[[WebPage], float] = generator_sort_value
+    skip_hosts: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.top_n is not None and self.top_n < 1:
@@ -260,7 +270,7 @@ class GenerateCounts:
     """What happened to the rows a selector saw.
 
     *seen* = *generated* + *distance* + *not_due* + *min_score* + *malformed* + *unnormalized*
-    + *filtered* + *limited* + *selected*. *expired* counts the rows among them whose old
+    + *filtered* + *suspended* + *limited* + *selected*. *expired* counts the rows among them whose old
     generate mark had expired (they went on to the other checks).
     """
 
@@ -273,6 +283,7 @@ class GenerateCounts:
     malformed: int = 0
     unnormalized: int = 0
     filtered: int = 0
+    suspended: int = 0
     limited: int = 0
     selected: int = 0
 
@@ -393,6 +404,9 @@ class Selector:
         try:
             url = page.url
             host = host_key(url, config.count_mode) if self._max_count else ""
+            if config.skip_hosts and host_of(url) in config.skip_hosts:
+                counts.suspended += 1
+                return
         except InvalidURL:
             counts.malformed += 1
             return
@@ -620,8 +634,18 @@ class _Walk:
         urls.sort()
         sort_value = score * score
         batch = self.batch
+        skip_hosts = config.skip_hosts
         for n, (url, key) in enumerate(urls):
             host = ""
+            if skip_hosts:
+                try:
+                    suspended = host_of(url) in skip_hosts
+                except InvalidURL:
+                    counts.malformed += 1
+                    continue
+                if suspended:
+                    counts.suspended += 1
+                    continue
             if max_count:
                 try:
                     host = host_key(url, config.count_mode)

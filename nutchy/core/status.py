@@ -145,3 +145,7 @@ class Metadata:
     #: can tell a duplicate whose content did not change (it stays a duplicate) from one whose
     #: content did (it stops being one).
     DUPLICATE_OF = "_dup_"
+    #: (nutchy only) When the row was last fetched, ms since the epoch, an 8-byte big-endian
+    #: long: ``f:ts`` holds it only until updatedb schedules the next fetch. The host database
+    #: (:mod:`nutchy.core.hostdb`) reads it.
+    FETCHED_AT = "_nft_"

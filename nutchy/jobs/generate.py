@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -52,6 +52,8 @@ from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError
 from nutchy.jobs import _settings
 from nutchy.jobs._regions import Tasks, run
+from nutchy.jobs.hostdb import host_gate, suspended_hosts
+from nutchy.store import open_host_store
 from nutchy.store.base import Scan
 from nutchy.store.schema import (
     Cells,
@@ -142,7 +144,9 @@ class GenerateOptions:
 
     *num_fetchers* partitions by *partition_mode* (``partition.url.mode``: ``byHost``,
     ``byDomain`` or ``byIP``) with *partition_seed* (``partition.url.seed``); *resolve_timeout*
-    is the time (s) allowed to resolve one host in ``byIP`` mode.
+    is the time (s) allowed to resolve one host in ``byIP`` mode. *suspended_hosts*, when given,
+    is called with the generate time (ms) at each generate and returns the hosts to leave out
+    (the host database's, :func:`nutchy.jobs.hostdb.suspended_hosts`).
     """
 
     config: GenerateConfig
@@ -150,6 +154,7 @@ class GenerateOptions:
     partition_mode: str = "byHost"
     partition_seed: int = 0
     resolve_timeout: float = 5.0
+    suspended_hosts: Callable[[int], frozenset[str]] | None = None
 
     def __post_init__(self) -> None:
         if self.num_fetchers < 1:
@@ -195,6 +200,7 @@ class GenerateOptions:
             ),
             partition_seed=_settings.get_int(settings, "NUTCH_PARTITION_URL_SEED"),
             resolve_timeout=timeout,
+            suspended_hosts=_suspended_hosts(settings),
         )
 
 
@@ -273,11 +279,17 @@ def _generate(
     started = time.perf_counter()
     cur_time = now + add_days * _DAY_MS
     undecodable = 0
-    found = _select_by_score(table, options.config, cur_time, progress)
+    config = options.config
+    if options.suspended_hosts is not None:
+        skip = options.suspended_hosts(cur_time)
+        if skip:
+            logger.info("The host database suspends %d hosts: left out", len(skip))
+            config = replace(config, skip_hosts=config.skip_hosts | skip)
+    found = _select_by_score(table, config, cur_time, progress)
     if found is not None:
         batch, counts = found
     else:
-        batch, counts, undecodable = _select_due(table, options.config, cur_time, progress, tasks)
+        batch, counts, undecodable = _select_due(table, config, cur_time, progress, tasks)
     selected_at = time.perf_counter()
     result = GenerateResult(
         batch_id,
@@ -309,6 +321,23 @@ def _generate(
         },
     )
     return result
+
+
+def _suspended_hosts(settings: BaseSettings) -> Callable[[int], frozenset[str]] | None:
+    """What :attr:`GenerateOptions.suspended_hosts` calls with the settings' host database
+    rules; ``None`` when they are off."""
+    gate = host_gate(settings)
+    if not gate.enabled:
+        return None
+
+    def read(now: int) -> frozenset[str]:
+        hosts = open_host_store(settings)
+        try:
+            return suspended_hosts(hosts, gate, now=now)
+        finally:
+            hosts.close()
+
+    return read
 
 
 class _NotInOrder(Exception):

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nutchy.core.hostdb import FAMILIES as HOST_FAMILIES
 from nutchy.exceptions import ConfigError
 from nutchy.store.base import Scan, Store
+from nutchy.store.schema import FAMILIES
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["Scan", "Store", "WebTable", "describe_table", "open_store", "open_table"]
+__all__ = [
+    "Scan",
+    "Store",
+    "WebTable",
+    "describe_table",
+    "open_host_store",
+    "open_store",
+    "open_table",
+]
 
 EMBEDDED = "nutchy.store.embedded.EmbeddedStore"
 HBASE = "nutchy.store.hbase.HBaseStore"
@@ -28,15 +38,18 @@ _HBASE_POSITIVE = (
 )
 
 
-def table_name(settings: BaseSettings) -> str:
+def table_name(settings: BaseSettings, table: str = "webpage") -> str:
     crawl_id = settings.get("NUTCH_STORAGE_CRAWL_ID") or ""
-    return f"{crawl_id}_webpage" if crawl_id else "webpage"
+    return f"{crawl_id}_{table}" if crawl_id else table
 
 
-def open_store(settings: BaseSettings) -> Store:
+def open_store(settings: BaseSettings, table: str = "webpage") -> Store:
     """Open the store the settings name (``NUTCH_STORAGE_DATA_STORE_CLASS``).
 
-    The table is not created here: see :meth:`Store.create` (``nutchy storage init``).
+    *table* is the web table's name or ``host``, the host database's (Nutch 2.x's two tables;
+    prefixed with ``NUTCH_STORAGE_CRAWL_ID`` and an underscore when one is set). On the embedded
+    store each table is a file of its own in the crawl directory. The table is not created here:
+    see :meth:`Store.create` (``nutchy storage init``).
     """
     backend = settings.get("NUTCH_STORAGE_DATA_STORE_CLASS")
     backend = _ALIASES.get(backend, backend)
@@ -45,7 +58,7 @@ def open_store(settings: BaseSettings) -> Store:
         from nutchy.config import crawl_dir
         from nutchy.store.embedded import EmbeddedStore
 
-        name = table_name(settings)
+        name = table_name(settings, table)
         return EmbeddedStore(crawl_dir(settings) / f"{name}.sqlite", name)
     if backend == HBASE:
         from nutchy.store.hbase import HBaseStore
@@ -75,6 +88,8 @@ def open_store(settings: BaseSettings) -> Store:
             settings.get("NUTCH_HBASE_HOST"),
             settings.getint("NUTCH_HBASE_PORT"),
             crawl_id=crawl_id,
+            table=table,
+            families=HOST_FAMILIES if table == "host" else FAMILIES,
             timeout=timeout,
             pool_size=settings.getint("NUTCH_HBASE_POOL_SIZE"),
             batch_size=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
@@ -89,6 +104,13 @@ def open_store(settings: BaseSettings) -> Store:
     raise ConfigError(
         f"NUTCH_STORAGE_DATA_STORE_CLASS must be {EMBEDDED} or {HBASE}, got {backend!r}"
     )
+
+
+def open_host_store(settings: BaseSettings) -> Store:
+    """The store of the host database (:mod:`nutchy.core.hostdb`): Nutch 2.x's ``host`` table
+    beside the web table (``<crawlId>_host`` on HBase, families ``mtdt il ol``;
+    ``<crawl dir>/<crawlId>_host.sqlite`` on the embedded store)."""
+    return open_store(settings, "host")
 
 
 def describe_table(settings: BaseSettings) -> str:

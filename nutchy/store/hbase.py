@@ -322,7 +322,8 @@ _CLOCK = _Clock()
 class HBaseStore:
     """The web table in HBase, reached through the Thrift1 server at *host*:*port*.
 
-    *crawl_id* prefixes the table name as Nutch's ``storage.crawl.id`` does. *timeout* is the
+    *crawl_id* prefixes the table name (*table*: ``webpage``, or ``host`` for the host database
+    with its *families* ``mtdt il ol``) as Nutch's ``storage.crawl.id`` does. *timeout* is the
     socket timeout in milliseconds, for connecting and for every call. *pool_size* connections are
     shared by the threads that use the store; *transport* (``buffered`` or ``framed``) and
     *protocol* (``binary`` or ``compact``) must be the server's. One ``mutateRows`` call carries
@@ -340,6 +341,7 @@ class HBaseStore:
         *,
         crawl_id: str = "",
         table: str = "webpage",
+        families: Sequence[bytes] = FAMILIES,
         timeout: int = 10000,
         pool_size: int = 4,
         batch_size: int = 1000,
@@ -374,6 +376,7 @@ class HBaseStore:
         self.table_name = f"{crawl_id}_{table}" if crawl_id else table
         self._table_bytes = self.table_name.encode()
         self._short_name = table
+        self.families = tuple(families)
         self.scanner_caching = scanner_caching
         self.scanner_timeout = scanner_timeout
         #: When the region boundaries were read (time.monotonic()) and what they are.
@@ -507,7 +510,7 @@ class HBaseStore:
     def create(self) -> bool:
         if self.exists():
             return False
-        families = {family.decode(): {"max_versions": 1} for family in FAMILIES}
+        families = {family.decode(): {"max_versions": 1} for family in self.families}
         self._call(lambda conn: conn.create_table(self._short_name, families))
         logger.info("Created HBase table %s on %s:%s", self.table_name, self.host, self.port)
         return True
@@ -938,7 +941,7 @@ class HBaseStore:
     def delete_rows(self, keys: Sequence[bytes]) -> None:
         # Stamped like writes: a delete stamped earlier than a put would not remove it.
         ts = self._next_timestamp()
-        families = [Mutation(isDelete=True, column=family) for family in FAMILIES]
+        families = [Mutation(isDelete=True, column=family) for family in self.families]
         for i in range(0, len(keys), self.batch_size):
             batch = [
                 BatchMutation(row=key, mutations=families) for key in keys[i : i + self.batch_size]
