@@ -242,6 +242,7 @@ class EmbeddedStore:
                 conn.execute("PRAGMA wal_autocheckpoint = 4096")
                 # The schema (every page that holds it), then the first row of every table
                 # (the pages from its root down): a few pages, whatever the file's size.
+                self._check_size(conn)
                 for (name,) in conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table'"
                 ).fetchall():
@@ -266,17 +267,20 @@ class EmbeddedStore:
             _OPEN[self._file_key] -= 1
 
     def _check_file(self) -> None:
-        """Refuse, before SQLite opens it, a file that cannot be a whole table: empty though it
-        is not new (SQLite would take it for a new, empty database, and a crawl would start
-        over on it), not an SQLite file, or shorter than its header says.
+        """Refuse, before SQLite opens it, a file that is empty though it is not new: SQLite
+        would take it for a new, empty database, and a crawl would start over on it.
 
         A whole ``PRAGMA quick_check`` reads every page of the file: 8.6 s for 100,000 fetched
-        pages (1.4 GB), too long for every process that opens the table, so this check reads
-        the file's 100-byte header, and :meth:`_connect` then its schema and the first row of
-        each table (the pages from the table's root down: a few milliseconds whatever the
-        file's size); SQLite's own checks do the rest as pages are read (a damaged page fails
-        the query that reads it, with :exc:`StoreCorrupt`);
-        ``nutchy storage check`` runs the whole quick check (:meth:`check`).
+        pages (1.4 GB), too long for every process that opens the table. So an open checks
+        what is cheap: this, then (:meth:`_check_size`) that the file is an SQLite database,
+        its schema and the first row of each table (the pages from the table's root down: a few
+        milliseconds whatever the file's size), and that it is as long as its header says.
+        SQLite's own checks do the rest as pages are read (a damaged page fails the query that
+        reads it, with :exc:`StoreCorrupt`); ``nutchy storage check`` runs the whole quick check
+        (:meth:`check`).
+
+        The file is never opened here but by SQLite: closing any other descriptor of it would
+        drop the POSIX locks SQLite's connections of this process hold on it.
         """
         try:
             stat = self.path.stat()
@@ -284,31 +288,35 @@ class EmbeddedStore:
             return  # created when connected
         except OSError as exc:
             raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        # A store writes the file's header as it creates it: an empty file older than a moment
+        # was made by something else, or cut to nothing.
+        if (
+            stat.st_size == 0
+            and not self._has_wal()
+            and time.time() - stat.st_mtime > _NEW_FILE_SECONDS
+        ):
+            raise self._corrupt("the file is empty (0 bytes), and a web table's file never is")
+
+    def _has_wal(self) -> bool:
         wal = self.path.with_name(self.path.name + "-wal")
-        has_wal = wal.exists() and wal.stat().st_size > 0
-        if stat.st_size == 0:
-            # A store writes the file's header as it creates it: an empty file older than a
-            # moment was made by something else, or cut to nothing.
-            if not has_wal and time.time() - stat.st_mtime > _NEW_FILE_SECONDS:
-                raise self._corrupt("the file is empty (0 bytes), and a web table's file never is")
-            return
         try:
-            with self.path.open("rb") as handle:
-                header = handle.read(100)
-        except OSError as exc:
-            raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
-        if not header.startswith(b"SQLite format 3\x00"):
-            raise self._corrupt("the file is not an SQLite database (its first bytes are not)")
-        if len(header) < 100:
-            raise self._corrupt(f"the file is cut short ({stat.st_size} bytes)")
-        page_size = int.from_bytes(header[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        pages = int.from_bytes(header[28:32], "big")
-        # The page count is valid when the change counter matches the one it was written with.
-        if header[24:28] == header[92:96] and pages * page_size > stat.st_size and not has_wal:
+            return wal.stat().st_size > 0
+        except OSError:
+            return False
+
+    def _check_size(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file shorter than the pages its header counts (cut short), unless its
+        write-ahead log holds the rest."""
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        if pages * page_size > size and not self._has_wal():
             raise self._corrupt(
-                f"the file is cut short: {stat.st_size} bytes, where its header counts"
-                f" {pages} pages of {page_size}"
+                f"the file is cut short: {size} bytes, where its header counts {pages} pages"
+                f" of {page_size}"
             )
 
     def check(self) -> list[str]:
