@@ -35,7 +35,13 @@ from nutchy.jobs.crawl import QUIET_CHILD, crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
 from nutchy.jobs.history import history_path, read_history
 from nutchy.jobs.hostdb import HEADER as HOSTDB_HEADER
-from nutchy.jobs.hostdb import MIN_CAP, host_line, host_record, read_hosts, update_hostdb
+from nutchy.jobs.hostdb import (
+    describe_update,
+    host_line,
+    host_record,
+    read_hosts,
+    update_hostdb_of,
+)
 from nutchy.jobs.inject import InjectOptions, SeedPathError, inject, seed_files
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.plot import plot_crawl, table_values
@@ -832,19 +838,13 @@ def _readdb(args: argparse.Namespace) -> int:
 
 def _updatehostdb(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    cap = max(MIN_CAP, get_int(settings, "NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE", -1) + 1)
-    with open_table(settings) as table, closing(open_host_store(settings)) as hosts:
+    with open_table(settings) as table:
         if not table.store.exists():
             print(f"nutchy updatehostdb: there is no table {table.name}", file=sys.stderr)
             return 1
         with Progress("updatehostdb: rows read") as bar:
-            result = update_hostdb(table, hosts, now=_now(), cap=cap, progress=bar)
-    text = f"{result.rows} rows read, {result.hosts} hosts written to {hosts.table_name}"
-    if result.removed:
-        text += f", {result.removed} hosts with no row left removed"
-    if result.undecodable:
-        text += f"; {result.undecodable} rows skipped (a cell does not decode)"
-    print(text)
+            result, name = update_hostdb_of(table, settings, now=_now(), progress=bar)
+    print(describe_update(result, name))
     return 0
 
 

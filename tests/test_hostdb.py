@@ -15,11 +15,11 @@ from nutchy.cli import main
 from nutchy.config import load_settings
 from nutchy.core.hostdb import HostGate, HostStats
 from nutchy.core.status import Mark
-from nutchy.core.urls import reverse_url
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.hostdb import read_hosts, suspended_hosts, update_hostdb
 from nutchy.jobs.inject import InjectOptions, inject
 from nutchy.store import open_host_store
+from nutchy.store.embedded import EmbeddedStore
 from nutchy.store.schema import RowUpdate
 
 GOOD, BAD, DENY = "127.0.0.2", "127.0.0.3", "127.0.0.4"
@@ -154,23 +154,25 @@ def test_readhostdb_without_a_host_database(tmp_path, capsys):
     assert "run 'nutchy updatehostdb' first" in capsys.readouterr().err
 
 
-def test_a_queue_is_left_for_later_after_its_exceptions(store, tmp_path, site):
-    bad = [site.url(BAD, f"/status/500?n={n}") for n in range(6)]
-    good = [site.url(GOOD, f"/page/{n}") for n in range(3)]
-    table = prepare_batch(store, bad + good)
-    project = FetchProject(tmp_path, store, NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE=2)
-    result = project.crawl()
-    assert result.returncode == 0, result.log[-3000:]
-    assert result.stats["nutch/fetch/queue_dropped/exceptions"] == 1
-    assert result.stats["nutch/fetch/left_for_later"] == 4
-    assert len([p for p in site.paths(BAD) if p != "/robots.txt"]) == 2
-    pages = {page.url: page for page in table.scan(["markers"])}
-    fetched = [url for url in bad if Mark.FETCH in pages[url].markers]
-    assert len(fetched) == 2
-    for url in bad:  # all still in the batch: updatedb releases the unfetched ones
-        assert pages[url].markers[Mark.GENERATE] == "b1"
-    assert all(Mark.FETCH in pages[url].markers for url in good)
-    assert reverse_url(good[0]) in {page.key for page in table.scan(["markers"])}
+def test_a_queue_is_left_for_later_after_its_exceptions(tmp_path, site):
+    # The scheduler's, whatever the store: the embedded one alone (the test above fetches on both).
+    with EmbeddedStore(tmp_path / "crawl" / "webpage.sqlite") as store:
+        store.create()
+        bad = [site.url(BAD, f"/status/500?n={n}") for n in range(6)]
+        good = [site.url(GOOD, f"/page/{n}") for n in range(3)]
+        table = prepare_batch(store, bad + good)
+        project = FetchProject(tmp_path, store, NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE=2)
+        result = project.crawl()
+        assert result.returncode == 0, result.log[-3000:]
+        assert result.stats["nutch/fetch/queue_dropped/exceptions"] == 1
+        assert result.stats["nutch/fetch/left_for_later"] == 4
+        assert len([p for p in site.paths(BAD) if p != "/robots.txt"]) == 2
+        pages = {page.url: page for page in table.scan(["markers"])}
+        fetched = [url for url in bad if Mark.FETCH in pages[url].markers]
+        assert len(fetched) == 2
+        for url in bad:  # all still in the batch: updatedb releases the unfetched ones
+            assert pages[url].markers[Mark.GENERATE] == "b1"
+        assert all(Mark.FETCH in pages[url].markers for url in good)
 
 
 def test_a_bad_hostdb_setting_is_named(tmp_path):
@@ -182,3 +184,32 @@ def test_a_bad_hostdb_setting_is_named(tmp_path):
     with closing(open_host_store(settings)) as hosts:
         assert not hosts.exists()
         assert not (tmp_path / "host.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_nutchy_crawl_keeps_away_from_a_failing_host(tmp_path, site, monkeypatch, capfd):
+    """Round 1 leaves the failing host's queue after 2 exceptions and updates the host database
+    after its updatedb; round 2's generate leaves the host's 2 unfetched URLs out, so nothing is
+    left to fetch and the host never sees a third request."""
+    monkeypatch.chdir(tmp_path)  # no Scrapy project: the CLI's settings only
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    bad = [site.url(BAD, f"/status/500?n={n}") for n in range(4)]
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join([site.url(GOOD, "/page/a"), *bad]) + "\n", encoding="utf-8")
+    options = {
+        "NUTCH_FETCHER_SERVER_DELAY": "0",
+        "NUTCH_HTTP_TIMEOUT": "2000",
+        "TELNETCONSOLE_ENABLED": "False",
+        "NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE": "2",
+    }
+    args = [x for name, value in options.items() for x in ("-s", f"{name}={value}")]
+    assert main(["crawl", str(seeds), "-rounds", "3", *args]) == 0
+    log = capfd.readouterr().err
+    assert "round 1: updatehostdb: 5 rows read, 2 hosts written to host" in log, log
+    assert "stopped, nothing left to fetch" in log
+    assert len([p for p in site.paths(BAD) if p != "/robots.txt"]) == 2
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(tmp_path / "crawl")}, project=False)
+    with closing(open_host_store(settings)) as hosts:
+        entries = dict(read_hosts(hosts))
+    assert entries[BAD].consecutive_errors == 2 and entries[BAD].fetched == 2
+    assert entries[GOOD].consecutive_errors == 0 and entries[GOOD].fetched == 1

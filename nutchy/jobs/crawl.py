@@ -43,6 +43,7 @@ from nutchy.jobs._cycle import finish_batch, update_config
 from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.history import record_round
+from nutchy.jobs.hostdb import describe_update, update_hostdb_of
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.parse import ParseCounts
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
@@ -331,6 +332,10 @@ def crawl(
                     pages = f"{updated.read_ahead} page{'s' if updated.read_ahead > 1 else ''}"
                     line += f" ({pages} updated from what was read during the fetch)"
                 log(f"{line}; {this.seconds['updatedb']:.1f} s")
+                if generate_options.suspended_hosts is not None:
+                    # The host database's rules are on: the next generate reads this round.
+                    hostdb, name = update_hostdb_of(table, settings, now=_now())
+                    log(f"round {number}: updatehostdb: {describe_update(hostdb, name)}")
                 record_round(
                     table,
                     settings,

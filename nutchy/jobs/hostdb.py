@@ -22,6 +22,7 @@ from nutchy.core.urls import InvalidURL, reverse_host, reversed_host, unreverse_
 from nutchy.exceptions import ConfigError, NutchError
 from nutchy.jobs import _settings
 from nutchy.jobs.readdb import _when, printable
+from nutchy.store import open_host_store
 from nutchy.store.base import Scan
 from nutchy.store.schema import RowUpdate, field_named
 
@@ -38,12 +39,14 @@ __all__ = [
     "HEADER",
     "HostDbError",
     "UpdateResult",
+    "describe_update",
     "host_gate",
     "host_line",
     "host_record",
     "read_hosts",
     "suspended_hosts",
     "update_hostdb",
+    "update_hostdb_of",
 ]
 
 _STATUS: Final = (field_named("status").column, field_named("status").codec.decode)
@@ -131,6 +134,33 @@ def update_hostdb(
     _flush(hosts, updates, 1)
     result.hosts = len(stats)
     return result
+
+
+def update_hostdb_of(
+    table: WebTable, settings: BaseSettings, *, now: int, progress: Progress | None = None
+) -> tuple[UpdateResult, str]:
+    """:func:`update_hostdb` into the host table of *settings*, counting consecutive errors up
+    to max(:data:`MIN_CAP`, ``NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE`` + 1); returns what it
+    did and the host table's name."""
+    limit = _settings.get_int(settings, "NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE", -1)
+    hosts = open_host_store(settings)
+    try:
+        result = update_hostdb(
+            table, hosts, now=now, cap=max(MIN_CAP, limit + 1), progress=progress
+        )
+        return result, hosts.table_name
+    finally:
+        hosts.close()
+
+
+def describe_update(result: UpdateResult, name: str) -> str:
+    """What :func:`update_hostdb` did, in one line."""
+    text = f"{result.rows} rows read, {result.hosts} hosts written to {name}"
+    if result.removed:
+        text += f", {result.removed} hosts with no row left removed"
+    if result.undecodable:
+        text += f"; {result.undecodable} rows skipped (a cell does not decode)"
+    return text
 
 
 def _flush(hosts: Store, updates: list[RowUpdate], limit: int) -> None:
