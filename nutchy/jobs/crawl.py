@@ -219,7 +219,12 @@ def crawl(
                     break
                 started = time.monotonic()
                 current = left.pop(0) if left else None
-                resumed = current is not None and _resumable(table, current)
+                # a fetch (or parse and updatedb) to finish; a generate cut short is redone
+                resumed = (
+                    current is not None
+                    and current.phase != _unfinished.GENERATE
+                    and _resumable(table, current)
+                )
                 if current is None or current.phase == _unfinished.GENERATE:
                     now = _now()
                     if current is None:
