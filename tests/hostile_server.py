@@ -5,7 +5,7 @@ the open web does, one misbehaviour per path, written byte by byte on the socket
 own port) in a thread of its own, and records every request line it reads. Paths:
 
 - ``/ok``: a small HTML page; ``/robots.txt``: the host's entry in ``robots`` (a
-  :class:`Raw` answer), else 404;
+  :class:`Raw` answer, or the path of a misbehaviour below), else 404;
 - ``/raw/<name>``: the :class:`Raw` answer registered under *name* (``server.raw[name]``): any
   status line, headers and body bytes, for encodings, bombs, Retry-After values, lying
   Content-Types and charsets, redirects;
@@ -68,7 +68,8 @@ class HostileServer:
 
     hosts: Sequence[str]
     raw: dict[str, Raw] = field(default_factory=dict)
-    robots: dict[str, Raw] = field(default_factory=dict)
+    #: host -> its robots.txt: a :class:`Raw` answer, or the path of a misbehaviour
+    robots: dict[str, Raw | str] = field(default_factory=dict)
     #: (host, request line) of every request read
     requests: list[tuple[str, str]] = field(default_factory=list)
     #: (host, path, seconds) of every connection that ended: from the request read to the
@@ -142,16 +143,20 @@ class HostileServer:
         self.requests.append((host, line))
         path = line.split(" ")[1].split("?")[0] if line.count(" ") >= 2 else "/"
         started[:] = [time.monotonic(), path]
+        answer: Raw | str
         if path == "/robots.txt":
             answer = self.robots.get(host, Raw(b"HTTP/1.1 404 Not Found", body=b"no"))
-            writer.write(answer.encode())
         elif path.startswith("/raw/"):
-            writer.write(self.raw[path[len("/raw/") :]].encode())
+            answer = self.raw[path[len("/raw/") :]]
         elif path == "/ok":
-            writer.write(html().encode())
+            answer = html()
+        else:
+            answer = path
+        if isinstance(answer, Raw):
+            writer.write(answer.encode())
         else:
             # Until it is done, or the client goes away.
-            misbehave = asyncio.ensure_future(_MISBEHAVIOURS[path](writer))
+            misbehave = asyncio.ensure_future(_MISBEHAVIOURS[answer](writer))
             gone = asyncio.ensure_future(reader.read())
             await asyncio.wait((misbehave, gone), return_when=asyncio.FIRST_COMPLETED)
             for task in (misbehave, gone):

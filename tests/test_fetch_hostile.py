@@ -40,12 +40,14 @@ RSS_LIMIT_KIB = 300 * 1024
 ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH, LATE = (
     f"127.0.3.{i}" for i in range(1, 12)
 )
-R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB = (f"127.0.3.{i}" for i in range(20, 26))
+R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB, R_GZIP, R_SILENT, R_SLOW = (
+    f"127.0.3.{i}" for i in range(20, 29)
+)
 HOSTS = (ENC, BOMB, RETRY, HUGE_RETRY, WIRE, SLOW, SILENT, BODY, SCHEME, WATCH, LATE)
 #: The request timeout of the suite's crawl (s): 10,000 headers take Twisted 0.7 s to read on
 #: a quiet machine.
 TIMEOUT = 3.0
-ROBOT_HOSTS = (R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB)
+ROBOT_HOSTS = (R_ONE, R_LOOP, R_SIX, R_FIVE, R_BIG, R_BOMB, R_GZIP, R_SILENT, R_SLOW)
 
 #: A project middleware that raises in process_response, as Scrapy's HttpCompressionMiddleware
 #: did on a body it could not decode, and one that loses a request (it hands the engine another
@@ -172,6 +174,10 @@ def hostile():
             headers=[(b"Content-Encoding", b"br")],
             body=_brotli_bomb(rules, 512, fill=b"#") + b"",
         )
+        # a robots.txt that does not decode, and two that never answer: each allows everything
+        server.robots[R_GZIP] = Raw(headers=[(b"Content-Encoding", b"gzip")], body=DENY_ALL.body)
+        server.robots[R_SILENT] = "/silent"
+        server.robots[R_SLOW] = "/slowloris"
         yield server
 
 
@@ -226,6 +232,9 @@ def _cases(server: HostileServer) -> dict[str, tuple[CrawlStatus, ProtocolStatus
         u(R_BIG, "/raw/private"): (C.GONE, P.ROBOTS_DENIED),
         u(R_BOMB, "/ok"): ok,
         u(R_BOMB, "/raw/private"): (C.GONE, P.ROBOTS_DENIED),
+        u(R_GZIP, "/ok"): ok,
+        u(R_SILENT, "/ok"): ok,
+        u(R_SLOW, "/ok"): ok,
     }
 
 
