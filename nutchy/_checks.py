@@ -66,10 +66,12 @@ def check_settings(settings: BaseSettings) -> None:
     (delays, timeout, content limit, threads per queue, queue mode and depth, concurrency,
     redirects, robots.txt deferrals, flushes, time limit, read limit), its progress interval and
     frontier (with the Redis frontier's lease and hold times); then the configuration of parse
-    and updatedb (:mod:`nutchy.jobs._cycle`), and the address guard's
-    (:func:`nutchy.resolver.check_address_guard`).
+    and updatedb (:mod:`nutchy.jobs._cycle`), the address guard's
+    (:func:`nutchy.resolver.check_address_guard`), and the User-Agent's name
+    (:func:`nutchy.agent.agent_name`).
     """
     from nutchy._fetch import FetchSettings
+    from nutchy.agent import agent_name
     from nutchy.jobs import _settings
     from nutchy.jobs._cycle import parse_config, signature, update_config
     from nutchy.resolver import check_address_guard
@@ -92,6 +94,7 @@ def check_settings(settings: BaseSettings) -> None:
     signature(settings)
     update_config(settings, None)
     check_address_guard(settings)
+    agent_name(settings)
 
 
 def check_table(settings: BaseSettings, job: FetchJob) -> None:

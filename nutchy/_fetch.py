@@ -84,6 +84,12 @@ META_ROBOTS: Final = "nutch_robots"
 #: Request meta set by the scheduler's watchdog on a request whose row it recorded as failed:
 #: an answer that still comes for it is dropped.
 META_EXPIRED: Final = "nutch_expired"
+#: Request meta of a request whose host's robots.txt was just requested for it: the host is owed
+#: its delay from now (the request goes back to the scheduler when robots.txt allows it).
+META_AFTER_ROBOTS: Final = "nutch_after_robots"
+
+#: The longest a robots.txt answer may be used (s): RFC 9309 §2.4.
+ROBOTS_EXPIRY_MAX: Final = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +105,7 @@ class FetchSettings:
     max_exceptions_per_queue: int = -1
     depth_multiplier: int = 50
     concurrency: int = 16
-    content_limit: int = 65536
+    content_limit: int = 1048576
     timeout: float = 10.0
     redirect_max: int = 0
     store_content: bool = True
@@ -110,6 +116,7 @@ class FetchSettings:
     robots_defer_delay: float = 300.0
     robots_defer_retries: int = 3
     robots_max_size: int = 512000
+    robots_expiry: float = ROBOTS_EXPIRY_MAX
     ignore_external_links: bool = False
     fetch_interval_default: int = 2592000
     flush_size: int = 100
@@ -150,6 +157,7 @@ class FetchSettings:
                 settings, "NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_RETRIES", 0
             ),
             robots_max_size=_settings.get_int(settings, "NUTCH_HTTP_ROBOTS_MAX_SIZE", -1),
+            robots_expiry=_robots_expiry(settings),
             ignore_external_links=_settings.get_bool(settings, "NUTCH_DB_IGNORE_EXTERNAL_LINKS"),
             fetch_interval_default=_settings.get_int(
                 settings, "NUTCH_DB_FETCH_INTERVAL_DEFAULT", 1
@@ -189,6 +197,16 @@ def _non_negative(settings: BaseSettings, name: str) -> float:
     value = _settings.get_float(settings, name)
     if value < 0:
         raise ConfigError(f"{name} must be >= 0, got {value!r}")
+    return value
+
+
+def _robots_expiry(settings: BaseSettings) -> float:
+    value = _non_negative(settings, "NUTCH_HTTP_ROBOTS_EXPIRY")
+    if value > ROBOTS_EXPIRY_MAX:
+        raise ConfigError(
+            f"NUTCH_HTTP_ROBOTS_EXPIRY must be at most {ROBOTS_EXPIRY_MAX:.0f} s (24 hours,"
+            f" RFC 9309), got {value!r}"
+        )
     return value
 
 

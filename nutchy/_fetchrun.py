@@ -53,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.set("LOG_LEVEL", "INFO", "cmdline")
     # nutchy crawl parses what is left and runs updatedb itself, after this process ends.
     settings.set("NUTCH_FETCHER_UPDATEDB", False, "cmdline")
+    # nutchy crawl said it once, not once a round.
+    settings.set("NUTCH_HTTP_AGENT_CONTACT_WARNING", False, "cmdline")
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(NutchSpider)
     process.crawl(crawler, batch=args[0], partition=partition)

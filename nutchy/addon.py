@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from scrapy.settings import SETTINGS_PRIORITIES
 
 from nutchy._checks import NUTCH_SCHEDULER, check_components, check_table, refuse_to_start
+from nutchy.agent import apply_agent, contact_warning
 from nutchy.exceptions import ConfigError, TableMissing
 
 if TYPE_CHECKING:
@@ -92,6 +93,11 @@ class NutchAddon:
 
         settings.setmodule("nutchy.default_settings", priority="default")
         settings.set("SCHEDULER", NUTCH_SCHEDULER, priority="addon")
+        try:
+            apply_agent(settings)
+        except ConfigError as exc:
+            if self.spidercls is not None and _is_nutch_spider(self.spidercls):
+                refuse_to_start(exc)
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", NutchFetchMiddleware, FETCH_MIDDLEWARE_ORDER
         )
@@ -144,6 +150,9 @@ class NutchAddon:
             # Where the crawl reads and writes: the first thing to know of a job run elsewhere
             # (scrapyd), and what a relative NUTCH_CRAWL_DIR became.
             logger.info("The web table: %(table)s", {"table": table})
+            warning = contact_warning(settings)
+            if warning and settings.getbool("NUTCH_HTTP_AGENT_CONTACT_WARNING"):
+                logger.warning(warning)
 
 
 def _is_nutch_spider(spidercls: type) -> bool:

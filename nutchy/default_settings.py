@@ -79,8 +79,9 @@ NUTCH_DB_IGNORE_INTERNAL_LINKS = False
 # Longest anchor text kept for an outlink, in characters.
 NUTCH_DB_MAX_ANCHOR_LENGTH = 100
 
-# Most outlinks kept per parsed page (< 0: all).
-NUTCH_DB_MAX_OUTLINKS_PER_PAGE = 100
+# Most outlinks kept per parsed page (< 0: all). nutchy keeps all (Nutch: 100): an index page of a
+# documentation site links to thousands, and the content limit bounds how many a page can hold.
+NUTCH_DB_MAX_OUTLINKS_PER_PAGE = -1
 
 # Score of injected URLs that give none (also their OPIC cash).
 NUTCH_DB_SCORE_INJECTED = 1.0
@@ -312,9 +313,24 @@ NUTCH_HBASE_TIMEOUT = 10000
 # (nutchy only) Thrift transport of the server: "buffered" or "framed".
 NUTCH_HBASE_TRANSPORT = "buffered"
 
+# The User-Agent sent, as Nutch builds it: NAME/VERSION (DESCRIPTION; +URL; EMAIL), the empty parts
+# left out; robots.txt groups are matched on NAME. A project's own USER_AGENT replaces it. The fetch
+# warns at start while neither URL nor EMAIL says how to reach whoever runs the crawl. VERSION
+# empty: nutchy's version.
+NUTCH_HTTP_AGENT_NAME = "nutchy"
+NUTCH_HTTP_AGENT_VERSION = ""
+NUTCH_HTTP_AGENT_DESCRIPTION = ""
+NUTCH_HTTP_AGENT_URL = ""
+NUTCH_HTTP_AGENT_EMAIL = ""
+
+# (nutchy only) Whether the fetch warns at start when the User-Agent names no contact (above);
+# nutchy crawl warns once itself and turns it off in its fetch children.
+NUTCH_HTTP_AGENT_CONTACT_WARNING = True
+
 # Bytes of content kept of each response; the rest is not downloaded and the content is marked
-# truncated. -1: no limit (Scrapy's DOWNLOAD_MAXSIZE still applies).
-NUTCH_HTTP_CONTENT_LIMIT = 65536
+# truncated. -1: no limit (Scrapy's DOWNLOAD_MAXSIZE still applies). 1 MiB, as Nutch 1.x has now
+# (Nutch 2.x: 64 KiB, which cuts long documentation pages).
+NUTCH_HTTP_CONTENT_LIMIT = 1048576
 
 # Redirects followed within a fetch (Nutch 1.x); 0 records each redirect on its row and leaves
 # the target to a later round, as Nutch 2.x always does.
@@ -336,6 +352,11 @@ NUTCH_HTTP_ROBOTS_503_DEFER_VISITS_RETRIES = 3
 # (nutchy only) Bytes of a robots.txt read, raw and decoded alike (Google reads 500 KiB); the
 # rest is ignored, as if the file ended there. -1: no limit.
 NUTCH_HTTP_ROBOTS_MAX_SIZE = 512000
+# (nutchy only) Seconds a robots.txt answer is used after it was fetched, by this process and by
+# every other process of the crawl (the next rounds', other fetchers', other workers'), which find
+# it beside the web table (docs/fetch.md); at most 86400 (24 hours, RFC 9309). 0: each process
+# fetches robots.txt once per host and keeps the answer for itself.
+NUTCH_HTTP_ROBOTS_EXPIRY = 86400
 
 # Whether the response time (ms) is stored in mtdt:_rs_.
 NUTCH_HTTP_STORE_RESPONSETIME = True
@@ -398,8 +419,9 @@ NUTCH_METRICS_PORT = -1
 # Longest outlink URL kept, in characters.
 NUTCH_PARSER_HTML_OUTLINKS_MAX_TARGET_LENGTH = 3000
 
-# Whether parse skips pages whose content was truncated at fetch.
-NUTCH_PARSER_SKIP_TRUNCATED = True
+# Whether parse skips pages whose content was truncated at fetch. nutchy parses them up to the cut,
+# as browsers do with a page that arrives in part (Nutch: True), so their links are followed.
+NUTCH_PARSER_SKIP_TRUNCATED = False
 
 # Seconds one page may take to parse (-1: no limit); then the parse fails.
 NUTCH_PARSER_TIMEOUT = 30

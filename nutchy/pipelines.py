@@ -40,7 +40,14 @@ from nutchy.items import (
     outlinks,
     parse_status_name,
 )
-from nutchy.jobs._cycle import finish_batch, parse_config, signature, update_config
+from nutchy.jobs._cycle import (
+    CUT_STATS,
+    cut_summary,
+    finish_batch,
+    parse_config,
+    signature,
+    update_config,
+)
 from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.store import open_table
 from nutchy.store.schema import RowUpdate, build_update
@@ -253,6 +260,10 @@ class NutchParsePipeline:
             fetched.base_url or fetched.url, fetched.content, content_type, config
         )
         self.stats.inc_value(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
+        if fetched.truncated:
+            self.stats.inc_value("nutch/parse/truncated")  # parsed up to the cut
+        if result.outlinks_cut:
+            self.stats.inc_value("nutch/parse/outlinks_cut")
         change = parse_change(page, result, self.signature)
         if keep:
             self._updates.append(
@@ -310,6 +321,8 @@ class NutchDbUpdatePipeline:
         self.stats = stats
         update_config(settings, None)  # a bad setting fails now, not after the first batch
         self.table: WebTable | None = None
+        #: the stats of pages cut short, as they were when the last batch was updated
+        self._cut_before = dict.fromkeys(CUT_STATS, 0)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -355,16 +368,38 @@ class NutchDbUpdatePipeline:
             self.stats.inc_value("nutch/parse/parsed", parsed.parsed)
         for name in ("batch_pages", "existing_targets", "new_rows", "not_added"):
             self.stats.inc_value(f"nutch/updatedb/{name}", getattr(counts, name))
+        if parsed is not None:
+            for stat, count in (
+                ("nutch/parse/truncated", parsed.truncated_parsed),
+                ("nutch/parse/skipped/truncated", parsed.truncated),
+                ("nutch/parse/outlinks_cut", parsed.outlinks_cut),
+            ):
+                if count:
+                    self.stats.inc_value(stat, count)
         logger.info(
             "Updated batch %(batch)s in %(secs).1f s: %(pages)d pages, %(known)d known and"
-            " %(new)d new outlink targets",
+            " %(new)d new outlink targets%(cut)s",
             {
                 "batch": batch_id,
                 "secs": time.monotonic() - started,
                 "pages": counts.batch_pages,
                 "known": counts.existing_targets,
                 "new": counts.new_rows,
+                "cut": self._cut_since_last_batch(),
             },
+        )
+
+    def _cut_since_last_batch(self) -> str:
+        """The pages of this batch cut short, as ``; 2 truncated (2 parsed up to the cut), 1
+        with outlinks cut`` (empty when none was)."""
+        now = {name: int(self.stats.get_value(name, 0) or 0) for name in CUT_STATS}
+        delta = {name: now[name] - self._cut_before[name] for name in CUT_STATS}
+        self._cut_before = now
+        return cut_summary(
+            delta["nutch/fetch/truncated"],
+            delta["nutch/parse/truncated"],
+            delta["nutch/parse/skipped/truncated"],
+            delta["nutch/parse/outlinks_cut"],
         )
 
 

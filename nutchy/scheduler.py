@@ -23,7 +23,11 @@ Politeness
     the queue that may start soonest, which then waits in its slot. A 429 or 503 with
     ``Retry-After`` holds the queue for that long (a longer wait than ``fetcher.max.crawl.delay``
     leaves the host's rows for a later fetch); a 429 without it doubles the queue's pause. A
-    robots.txt answering 5xx holds the queue for ``http.robots.503.defer.visits.delay``.
+    robots.txt answering 5xx holds the queue for ``http.robots.503.defer.visits.delay``. A
+    robots.txt request counts as a request of the queue: the page that asked for it comes back
+    (``meta["nutch_after_robots"]``) and waits for the delay. Each queue's last request is
+    written to the crawl's host memory (:mod:`nutchy.store.hosts`), and a queue made in this
+    process reads it first: the delay holds across rounds and processes.
 
 Writing
     Requests stop being released while twice ``NUTCH_FETCHER_FLUSH_SIZE`` outcomes wait to be
@@ -60,6 +64,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from nutchy._checks import refuse_to_start
 from nutchy._fetch import (
+    META_AFTER_ROBOTS,
     META_CHAIN,
     META_CRAWL_DELAY,
     META_DEFER,
@@ -91,6 +96,7 @@ from nutchy.outcomes import OutcomeWriter
 from nutchy.progress import Progress
 from nutchy.rounds import RoundDriver
 from nutchy.store import open_table
+from nutchy.store.hosts import Visit, open_host_memory
 from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
@@ -106,6 +112,7 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
     from nutchy.frontier import Frontier, FrontierOwner
+    from nutchy.store.hosts import HostMemory
     from nutchy.store.table import WebTable
 
 __all__ = ["FETCH_COLUMNS", "NutchScheduler"]
@@ -147,9 +154,16 @@ class _Queue:
     defers: int = 0
     #: requests that failed with an exception (fetcher.max.exceptions.per.queue)
     exceptions: int = 0
+    #: its last request in another process (or round) is being read from the host memory
+    recalling: bool = False
 
     def can_release(self) -> bool:
-        return bool(self.entries) and self.inflight < self.threads and not self.dropped
+        return (
+            bool(self.entries)
+            and self.inflight < self.threads
+            and not self.dropped
+            and not self.recalling
+        )
 
 
 # --- the downloader ------------------------------------------------------------------------------
@@ -168,6 +182,11 @@ class _DownloaderSlots:
 
     def __init__(self, downloader: Downloader) -> None:
         self.downloader = downloader
+
+    def exists(self, key: str) -> bool:
+        """Whether the slot *key* exists (a request of it reached the downloader): only then
+        does it hold a request released early until its delay is over."""
+        return key in self.downloader.slots
 
     def configure(self, key: str, delay: float, concurrency: int) -> None:
         slot = self.downloader.slots.get(key)
@@ -242,6 +261,7 @@ class NutchScheduler:
         close_spider: Callable[[str], object] | None = None,
         seeds: Callable[[WebTable], object] | None = None,
         progress: Progress | None = None,
+        memory: Callable[[WebTable], HostMemory] | None = None,
     ) -> None:
         self.job = job
         self.settings = settings
@@ -249,6 +269,18 @@ class NutchScheduler:
         self._open_table = table
         self._seeds = seeds
         self._progress = progress
+        self._open_memory = memory
+        self._memory: HostMemory | None = None
+        #: queues whose last request elsewhere is to be read, and whether a read is under way
+        self._to_recall: list[str] = []
+        self._recalling = False
+        #: the last request of each queue, not written to the host memory yet
+        self._visits: dict[str, Visit] = {}
+        self._visits_loop: Any = None
+        self._memory_logged = False
+        #: the timer that wakes the engine when the next queue may start (and when)
+        self._wake_call: Any = None
+        self._wake_at = 0.0
         self._slots = downloader
         self._crawl = crawl
         self._fallback = fallback
@@ -387,6 +419,7 @@ class NutchScheduler:
                 log_interval=_settings.get_float(settings, "NUTCH_FETCHER_PROGRESS_LOG_INTERVAL"),
                 check_every=1,
             ),
+            memory=lambda table: open_host_memory(table.store),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._write_failed, signal=fetch_halted)
@@ -461,6 +494,8 @@ class NutchScheduler:
         if queue is None or not self._push(queue, (entry, extra), front=True):
             return True  # the row stays unfetched, for a later fetch
         now = time.monotonic()
+        if meta.get(META_AFTER_ROBOTS):
+            self._after_robots(queue, request, now)
         defer = meta.get(META_DEFER)
         if defer is not None:
             queue.defers += 1
@@ -491,6 +526,7 @@ class NutchScheduler:
             queue = self._next_queue(now)
             if queue is None:
                 self._starved = True
+                self._wake_when_ready(now)
                 return None
             request = self._take(queue, now)
             if request is not None:
@@ -525,13 +561,40 @@ class NutchScheduler:
             if queue.can_release() and queue.blocked_until <= now and queue.ready_at <= now:
                 return queue
             self._schedule(queue, now)
+        held: list[_Queue] = []
+        found = None
         while self._soft:
             queue = heapq.heappop(self._soft)[2]
             queue.scheduled = False
             if queue.can_release() and queue.blocked_until <= now:
-                return queue
+                if self._slots is None or self._slots.exists(queue.id):
+                    found = queue
+                    break
+                held.append(queue)  # no slot yet to hold it: it waits here
+                continue
             self._schedule(queue, now)
-        return None
+        for queue in held:
+            self._schedule(queue, now)
+        return found
+
+    def _wake_when_ready(self, now: float) -> None:
+        """Hand the engine a request when the first queue waiting for its delay, or held, may
+        start one (the engine otherwise looks again only when a request ends, or every 5 s)."""
+        times = [heap[0][0] for heap in (self._hard, self._soft) if heap]
+        if not times or self._crawl is None:
+            return
+        when = min(times)
+        if self._wake_call is not None:
+            if self._wake_at <= when:
+                return
+            self._wake_call.cancel()
+        self._wake_at = when
+        self._wake_call = call_later(max(when - now, 0.0) + 0.001, self._woken)
+
+    def _woken(self) -> None:
+        self._wake_call = None
+        if self._starved and not self._backlogged():
+            self._poke()
 
     def _take(self, queue: _Queue, now: float) -> Request | None:
         entry, extra = queue.entries.popleft()
@@ -637,10 +700,14 @@ class NutchScheduler:
             return
         released = self._released.pop(id(entry), None) if entry is not None else None
         now = time.monotonic()
+        # A page denied by the robots.txt just requested for it: the host was asked all the same.
+        requested = requested or bool(request.meta.get(META_AFTER_ROBOTS))
         if released is not None:
             queue = released[1]
             queue.inflight -= 1
             self._apply_crawl_delay(queue, request)
+            if requested:
+                self._visited(queue)
             # Nutch's finishFetchItem: the next request after the delay, at once after a page
             # that needed no request (a robots.txt denial).
             queue.ready_at = now + (queue.delay if requested else 0.0)
@@ -798,7 +865,92 @@ class NutchScheduler:
             settings = self.settings
             queue = _Queue(key, settings.queue_delay, settings.threads_per_queue)
             self._queues[key] = queue
+            if self._memory is not None:
+                # Its last request in another process may oblige it to wait: read it first.
+                queue.recalling = True
+                self._to_recall.append(key)
+                self._recall()
         return queue
+
+    # --- the host memory ------------------------------------------------------------------------
+
+    def _after_robots(self, queue: _Queue, request: Request, now: float) -> None:
+        """The host's robots.txt was just requested for *request*, which robots.txt allows: its
+        queue waits for its delay (a Crawl-delay now known) from now, as after any request."""
+        self._apply_crawl_delay(queue, request)
+        queue.ready_at = max(queue.ready_at, now + queue.delay)
+        if self._slots is not None:
+            self._slots.finished(queue.id, queue.delay, queue.threads)
+        self._visited(queue)
+
+    def _visited(self, queue: _Queue) -> None:
+        """A request to *queue* ended now: the next process to fetch it owes it its delay."""
+        if self._memory is not None:
+            self._visits[queue.id] = Visit(_now_ms(), queue.delay)
+
+    def _recall(self) -> None:
+        """Read the last request of the queues just made from the host memory, in a thread,
+        one read at a time; they release nothing until it is read."""
+        memory = self._memory
+        if self._recalling or not self._to_recall or memory is None:
+            return
+        keys, self._to_recall = self._to_recall, []
+        self._recalling = True
+        d = deferred_from_coro(run_in_thread(memory.visits, keys))
+        d.addCallback(self._recalled, keys)
+        d.addErrback(self._memory_failed, "read")
+        d.addBoth(lambda _: self._recall_done(keys))
+
+    def _recalled(self, visits: dict[str, Visit], keys: list[str]) -> None:
+        now_ms = _now_ms()
+        now = time.monotonic()
+        for key in keys:
+            visit = visits.get(key)
+            queue = self._queues.get(key)
+            if visit is None or queue is None:
+                continue
+            delay = max(visit.delay, queue.delay)
+            # never longer than the delay itself: another machine's clock may run ahead
+            wait = min((visit.at + round(delay * 1000) - now_ms) / 1000, delay)
+            if wait > 0:
+                # Held rather than ready later: its download slot does not exist yet, and could
+                # not hold a request released early.
+                queue.blocked_until = max(queue.blocked_until, now + wait)
+                self.stats.inc_value("nutch/fetch/politeness/waited_for_earlier")
+
+    def _recall_done(self, keys: list[str]) -> None:
+        self._recalling = False
+        now = time.monotonic()
+        for key in keys:
+            queue = self._queues.get(key)
+            if queue is not None:
+                queue.recalling = False
+                self._schedule(queue, now)
+        self._recall()
+        if self._starved and not self._backlogged():
+            self._poke()
+
+    def _memory_failed(self, failure: Failure, what: str) -> None:
+        self.stats.inc_value("nutch/fetch/politeness/memory_error")
+        if not self._memory_logged:
+            self._memory_logged = True
+            logger.warning(
+                "Cannot %(what)s the hosts' last requests in the host memory: %(error)s",
+                {"what": what, "error": failure.getErrorMessage()},
+            )
+
+    def _flush_visits(self) -> None:
+        self._write_visits()  # its errors are logged by its errback
+
+    def _write_visits(self) -> Deferred[None] | None:
+        """Write the last requests noted since the last write, in a thread."""
+        memory = self._memory
+        if memory is None or not self._visits:
+            return None
+        visits, self._visits = self._visits, {}
+        d = deferred_from_coro(run_in_thread(memory.keep_visits, visits))
+        d.addErrback(self._memory_failed, "write")
+        return d
 
     def _lookup(self, request: Request) -> None:
         """Queue a followed redirect, once its target's row is read."""
@@ -934,6 +1086,9 @@ class NutchScheduler:
             failed=self._write_failed,
         )
         self._started = time.monotonic()
+        if self._memory is not None:
+            self._visits_loop = create_looping_call(self._flush_visits)
+            self._visits_loop.start(self.settings.flush_interval, now=False)
         if self._time_limit is not None:
             self._deadline = self._started + self._time_limit * 60
             self._deadline_call = call_later(self._time_limit * 60, self._stop)
@@ -1009,6 +1164,9 @@ class NutchScheduler:
         assert job is not None and self._writer is not None and self._rounds is not None
         complete = not self._stopped and job.partition is None and not self._closing
         await self._writer.drain()
+        visits = self._write_visits()
+        if visits is not None:  # before another worker may take the hosts in the next round
+            await maybe_deferred_to_future(visits)
         reason = await self._rounds.finish(job, complete=complete, why=self._why())
         if reason == "finished" and self._stop_reason in _STORE_FAILURES:
             # The crawl's finish reason says it, where scrapy crawl's exit code cannot (a
@@ -1050,6 +1208,8 @@ class NutchScheduler:
                     f"table {table.name!r} does not exist ({table.store!r}); inject and generate"
                     " a batch first"
                 )
+            if self._open_memory is not None:
+                self._memory = self._open_memory(table)
         except BaseException:
             table.close()
             raise
@@ -1065,6 +1225,11 @@ class NutchScheduler:
             self._watchdog.stop()
         if self._deadline_call is not None:
             self._deadline_call.cancel()
+        if self._wake_call is not None:
+            self._wake_call.cancel()
+            self._wake_call = None
+        if self._visits_loop is not None and self._visits_loop.running:
+            self._visits_loop.stop()
         table = self._table
         if table is None:
             return
@@ -1075,8 +1240,14 @@ class NutchScheduler:
             # Closed while a batch was being wrapped up (a shutdown): let it finish its writes.
             await maybe_deferred_to_future(self._wrap_up_call)
         await self._writer.drain()
+        visits = self._write_visits()
+        if visits is not None:
+            await maybe_deferred_to_future(visits)
         more = self._frontier.more()
         await self._frontier.close()
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await run_in_thread(memory.close)
         await run_in_thread(table.close)
         if self._phase == "fetching" and self.job is not None and self._rounds is not None:
             # closed before the batch ended (a signal): no wrap-up did

@@ -51,6 +51,8 @@ class Page:
     #: More hrefs, written as they are after the links: other spellings of some of the links
     #: (a fragment, dot segments, an IRI…), each meant to normalize to one of them.
     hrefs: tuple[str, ...] = ()
+    #: Bytes of text (paragraphs of ASCII words) before the links, as a long page has.
+    filler: int = 0
 
     def body(self, url: str) -> bytes:
         host = url.split("/", 3)[2]
@@ -61,7 +63,8 @@ class Page:
         anchors += "".join(f'<a href="{escape(href)}">again</a>\n' for href in self.hrefs)
         text = (
             f"<html><head><title>{escape(self.title)}</title></head><body>\n"
-            f"<p>{escape(self.title)}, version {self.version}: café</p>\n{anchors}"
+            f"<p>{escape(self.title)}, version {self.version}: café</p>\n"
+            f"{_filler(self.filler)}{anchors}"
         )
         return text.encode(self.encoding) + self.garbage + b"</body></html>\n"
 
@@ -118,6 +121,12 @@ class Exchange:
     status: int | None = None
     #: when it arrived (``time.monotonic()``)
     at: float = field(default_factory=time.monotonic)
+
+
+def _filler(size: int) -> str:
+    """About *size* bytes of paragraphs of words."""
+    paragraph = "<p>" + "lorem ipsum dolor sit amet " * 36 + "</p>\n"
+    return paragraph * (size // len(paragraph) + (size > 0))
 
 
 def _relative(link: str, host: str) -> str:
@@ -263,6 +272,11 @@ class GraphSite(LoopbackHosts):
                 for e in self._exchanges[host]
                 if not e.url.endswith("/robots.txt")
             ]
+
+    def arrivals(self, host: str) -> list[tuple[str, float]]:
+        """The URL and arrival time of every request *host* received, robots.txt included."""
+        with self._lock:
+            return [(e.url, e.at) for e in self._exchanges[host]]
 
     def robots_requests(self, host: str) -> int:
         with self._lock:

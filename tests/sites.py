@@ -416,6 +416,7 @@ class FetchProject:
             "NUTCH_FETCHER_SERVER_DELAY": 0.0,
             "NUTCH_FETCHER_FLUSH_SIZE": 5,
             "NUTCH_FETCHER_UPDATEDB": False,
+            "NUTCH_HTTP_AGENT_URL": "http://127.0.0.1/nutchy-tests",
             **store_settings(store),
             **settings,
         }

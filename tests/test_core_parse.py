@@ -103,8 +103,10 @@ def test_limits() -> None:
     links = "".join(f'<a href="/p{i}">{"w" * 150}</a>' for i in range(120))
     r = parse(html(links))
     assert len(r.outlinks) == 100
+    assert r.outlinks_cut == 20  # the links left unread
     assert all(len(a) == 100 for a in r.outlinks.values())
     assert len(parse(html(links), max_outlinks=-1).outlinks) == 120
+    assert parse(html(links), max_outlinks=-1).outlinks_cut == 0
     assert len(parse(html(links), max_outlinks=3, max_anchor_length=2).outlinks) == 3
     long = "/" + "x" * 3000
     assert parse(html(f'<a href="{long}">l</a>')).outlinks == {}
@@ -194,7 +196,11 @@ def test_parse_change_success_and_rerun_is_idempotent() -> None:
     assert c.fields["prev_signature"] == b"old"
     assert c.fields["signature"] == MD5Signature().calculate(page.content, None, None)
     assert c.replace == {"outlinks": {"http://www.example.com/a": "A"}}
-    assert c.entries == {"markers": {"__prsmrk__": "b1"}}
+    # every link kept: no outlinks-cut mark (one a former parse left is removed)
+    assert c.entries == {"markers": {"__prsmrk__": "b1"}, "metadata": {"_olcut_": None}}
+    cut = parse_content(page.url, page.content, page.content_type, ParseConfig(max_outlinks=0))
+    assert cut.outlinks_cut == 1
+    assert parse_change(page, cut, MD5Signature()).entries["metadata"] == {"_olcut_": b"1"}
     # Apply and parse again: the old signature stays in psig.
     page.signature = c.fields["signature"]
     page.prev_signature = b"old"

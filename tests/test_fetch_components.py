@@ -81,7 +81,7 @@ def test_addon_turns_nutchy_on_and_keeps_project_settings():
     }
     assert "nutchy.spiders" in settings.getlist("SPIDER_MODULES")
     assert settings.getfloat("NUTCH_FETCHER_SERVER_DELAY") == 1.5  # the project's value wins
-    assert settings.getint("NUTCH_HTTP_CONTENT_LIMIT") == 65536  # a registered default
+    assert settings.getint("NUTCH_HTTP_CONTENT_LIMIT") == 1048576  # a registered default
 
 
 def test_the_spider_handles_one_item_at_a_time_unless_the_project_says_otherwise():

@@ -279,6 +279,7 @@ def test_every_hostile_answer_ends_recorded_in_bounded_time_and_memory(
         store,
         NUTCH_HTTP_TIMEOUT=int(TIMEOUT * 1000),
         NUTCH_HTTP_REDIRECT_MAX=3,
+        NUTCH_HTTP_CONTENT_LIMIT=65536,  # the cuts checked below
         DOWNLOADER_MIDDLEWARES={"hostile_mw.RaisingMiddleware": 600},
     )
     code, log, rss_kib, _ = _crawl(project, timeout=120)

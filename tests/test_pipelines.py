@@ -70,7 +70,7 @@ def test_repr_leaves_content_out():
 
 def test_parses_and_writes_a_batch(tmp_path):
     # The asynchronous path (buffering, the thread) runs in tests/test_fetch_parse.py.
-    c = crawler(tmp_path)
+    c = crawler(tmp_path, NUTCH_PARSER_SKIP_TRUNCATED=True)  # Nutch's default, not nutchy's
     c.stats.open_spider()
     pipeline = build_from_crawler(NutchParsePipeline, c)
     pipeline.table.create()

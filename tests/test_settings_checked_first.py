@@ -38,6 +38,8 @@ BAD = [
     ("NUTCH_FETCHER_STORE_CONTENT", "maybe"),
     ("NUTCH_PARSER_TIMEOUT", "inf"),
     ("NUTCH_DB_FETCH_SCHEDULE_CLASS", "Weekly"),
+    ("NUTCH_HTTP_ROBOTS_EXPIRY", "90000"),  # more than RFC 9309's 24 hours
+    ("NUTCH_HTTP_AGENT_NAME", " "),
 ]
 
 

@@ -118,6 +118,8 @@ class ParseResult:
     title: str = ""
     text: str = ""
     outlinks: dict[str, str] = field(default_factory=dict)
+    #: links of the page left unread when ``db.max.outlinks.per.page`` was reached
+    outlinks_cut: int = 0
 
 
 class _HTMLExtractor(HTMLParser):
@@ -202,8 +204,11 @@ def _host(url: str) -> str | None:
         return None
 
 
-def _select_outlinks(url: str, links: list[tuple[str, str]], config: ParseConfig) -> dict[str, str]:
-    """The outlinks kept: valid, normalized, filtered, deduplicated, within the limits.
+def _select_outlinks(
+    url: str, links: list[tuple[str, str]], config: ParseConfig
+) -> tuple[dict[str, str], int]:
+    """The outlinks kept: valid, normalized, filtered, deduplicated, within the limits; and how
+    many links were left unread when *max_outlinks* was reached.
 
     Up to *max_outlinks* are *stored*, as in Nutch 2.3.1 (2.4 counts the skipped ones too).
     """
@@ -211,9 +216,9 @@ def _select_outlinks(url: str, links: list[tuple[str, str]], config: ParseConfig
     # Hosts are compared only when a link may be dropped for its host (6% of a parse otherwise).
     by_host = config.ignore_internal_links or config.ignore_external_links
     host = _host(url) if by_host else None
-    for target, anchor in links:
+    for read, (target, anchor) in enumerate(links):
         if 0 <= config.max_outlinks <= len(outlinks):
-            break
+            return outlinks, len(links) - read
         if len(target) > config.max_target_length:
             continue
         accepted = config.accept(target)
@@ -226,7 +231,7 @@ def _select_outlinks(url: str, links: list[tuple[str, str]], config: ParseConfig
             ):
                 continue
         outlinks[accepted] = anchor[: config.max_anchor_length]
-    return outlinks
+    return outlinks, 0
 
 
 def _parse_html(url: str, text: str, config: ParseConfig) -> ParseResult:
@@ -265,11 +270,13 @@ def _parse_html(url: str, text: str, config: ParseConfig) -> ParseResult:
             except ValueError:  # "Invalid IPv6 URL" and the like
                 continue
             links.append((target, _squash(anchor)))
+    outlinks, cut = _select_outlinks(url, links, config)
     return ParseResult(
         _status(ParseStatusMajor.SUCCESS, ParseStatusMinor.SUCCESS_OK),
         title="" if noindex else _squash(extractor.title),
         text="" if noindex else _squash(extractor.text),
-        outlinks=_select_outlinks(url, links, config),
+        outlinks=outlinks,
+        outlinks_cut=cut,
     )
 
 
@@ -401,6 +408,9 @@ def parse_change(page: WebPage, result: ParseResult, signature: Signature) -> Ro
         fields["title"] = result.title
         fields["text"] = result.text
         replace["outlinks"] = dict(result.outlinks)
+        # set, or removed when a parse keeps every link (as the fetch does with truncation)
+        cut = str(result.outlinks_cut).encode() if result.outlinks_cut else None
+        entries["metadata"] = {Metadata.OUTLINKS_CUT: cut}
     if batch is not None:
         entries["markers"] = {Mark.PARSE: batch}
     return RowChange(fields, entries, replace)

@@ -149,3 +149,6 @@ class Metadata:
     #: long: ``f:ts`` holds it only until updatedb schedules the next fetch. The host database
     #: (:mod:`nutchy.core.hostdb`) reads it.
     FETCHED_AT = "_nft_"
+    #: (nutchy only) The links of the page left unread at parse when ``db.max.outlinks.per.page``
+    #: was reached, a decimal number in ASCII; removed by a parse that kept them all.
+    OUTLINKS_CUT = "_olcut_"

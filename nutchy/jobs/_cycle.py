@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nutchy.core.parse import ParseConfig
 from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule, FetchSchedule
@@ -153,3 +153,34 @@ def finish_batch(
     config = update_config(settings, batch_id)
     updated = updatedb(table, batch_id, now=now, config=config, ahead=ahead)
     return counts, updated
+
+
+#: The stats that count the pages of a fetch cut short: at the content limit (fetched, then
+#: parsed up to the cut or skipped), and at ``db.max.outlinks.per.page``.
+CUT_STATS: Final = (
+    "nutch/fetch/truncated",
+    "nutch/parse/truncated",
+    "nutch/parse/skipped/truncated",
+    "nutch/parse/outlinks_cut",
+)
+
+
+def cut_summary(truncated: int, parsed: int, skipped: int, outlinks_cut: int) -> str:
+    """What a round's line says of its pages cut short (empty when none was).
+
+    >>> cut_summary(3, 2, 1, 4)
+    '; 3 truncated (2 parsed up to the cut, 1 not parsed), 4 with outlinks cut'
+    >>> cut_summary(0, 0, 0, 0)
+    ''
+    """
+    parts = []
+    if truncated:
+        how = [
+            f"{n} {what}"
+            for n, what in ((parsed, "parsed up to the cut"), (skipped, "not parsed"))
+            if n
+        ]
+        parts.append(f"{truncated} truncated" + (f" ({', '.join(how)})" if how else ""))
+    if outlinks_cut:
+        parts.append(f"{outlinks_cut} with outlinks cut")
+    return f"; {', '.join(parts)}" if parts else ""

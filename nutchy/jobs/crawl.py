@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nutchy._checks import check_settings
+from nutchy.agent import contact_warning
 from nutchy.config import crawl_dir
 from nutchy.core.generate import new_batch_id
 from nutchy.core.status import Mark
 from nutchy.exceptions import StoreError
 from nutchy.jobs import _unfinished
-from nutchy.jobs._cycle import finish_batch, update_config
+from nutchy.jobs._cycle import CUT_STATS, cut_summary, finish_batch, update_config
 from nutchy.jobs._settings import get_int
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.history import record_round
@@ -77,6 +78,8 @@ class RoundReport:
     new_rows: int = 0
     #: seconds spent in each phase: generate, fetch, parse, updatedb
     seconds: dict[str, float] = field(default_factory=dict)
+    #: the children's counts of pages cut short (:data:`~nutchy.jobs._cycle.CUT_STATS`)
+    cut: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -200,6 +203,9 @@ def crawl(
         overrides = {**QUIET_CHILD, **overrides}
     # Every setting of every phase, before anything is written.
     check_settings(settings)
+    warning = contact_warning(settings)
+    if warning and settings.getbool("NUTCH_HTTP_AGENT_CONTACT_WARNING"):
+        logger.warning(warning)
     inject_options = InjectOptions.from_settings(settings)
     generate_options = GenerateOptions.from_settings(
         settings, top_n=top_n, num_fetchers=num_fetchers
@@ -280,7 +286,7 @@ def crawl(
                         fetch_overrides = overrides
                         if resumed:  # the rows whose fetch the killed crawl wrote are left
                             fetch_overrides = {**overrides, "NUTCH_FETCHER_JOB_RESUME": True}
-                        ahead, failed, this.statuses = _fetch(
+                        ahead, failed, this.statuses, this.cut = _fetch(
                             table,
                             settings,
                             batch_id,
@@ -396,18 +402,25 @@ def _log_parse(
     line = f"round {this.number}: parse: {this.parsed} pages parsed"
     if counts.resumed:
         line += f" ({counts.resumed} during the fetch)"
+    parsed_cut = this.cut.get("nutch/parse/truncated", 0) + counts.truncated_parsed
+    cut = cut_summary(
+        max(this.cut.get("nutch/fetch/truncated", 0), parsed_cut + counts.truncated),
+        parsed_cut,
+        counts.truncated,
+        this.cut.get("nutch/parse/outlinks_cut", 0) + counts.outlinks_cut,
+    )
     others = [
         f"{n} {label}"
         for label, n in (
             ("redirects", counts.redirects),
             ("failed", counts.failed),
-            ("not parsed", counts.not_parsed + counts.truncated),
+            ("not parsed", counts.not_parsed),  # truncated ones: below
         )
         if n
     ]
     if others:
         line += f", {', '.join(others)}"
-    log(f"{line}; {this.seconds['parse']:.1f} s")
+    log(f"{line}{cut}; {this.seconds['parse']:.1f} s")
 
 
 def _statuses(statuses: Mapping[str, int]) -> str:
@@ -458,11 +471,12 @@ def _fetch(
     start_fetch: StartFetch,
     *,
     read_ahead: bool = True,
-) -> tuple[ReadAhead | None, str, dict[str, int]]:
+) -> tuple[ReadAhead | None, str, dict[str, int], dict[str, int]]:
     """Fetch *batch_id*, whose partitions hold *sizes* URLs: each partition that has any in a
     child of its own, all at once, while this process reads ahead for updatedb (unless not
-    *read_ahead*). Return the read ahead, what failed (``""`` when every child exited with 0)
-    and the rows fetched by status, summed over the children."""
+    *read_ahead*). Return the read ahead, what failed (``""`` when every child exited with 0),
+    the rows fetched by status and the pages cut short
+    (:data:`~nutchy.jobs._cycle.CUT_STATS`), summed over the children."""
     if len(sizes) == 1:
         partitions: list[str | None] = [None]
     else:
@@ -479,18 +493,23 @@ def _fetch(
         runs = [(partition, wait()) for partition, wait in waits]
     codes = [(p, run if isinstance(run, int) else run.code) for p, run in runs]
     statuses: dict[str, int] = {}
+    cut: dict[str, int] = {}
     for _, run in runs:
         if isinstance(run, FetchRun):
             for name, value in run.stats.items():
-                if name.startswith(STATUS_STAT) and isinstance(value, int):
+                if not isinstance(value, int):
+                    continue
+                if name.startswith(STATUS_STAT):
                     key = name.removeprefix(STATUS_STAT)
                     statuses[key] = statuses.get(key, 0) + value
+                elif name in CUT_STATS:
+                    cut[name] = cut.get(name, 0) + value
     failed = [
         f"exit code {code}" if partition is None else f"partition {partition}: exit code {code}"
         for partition, code in codes
         if code != 0
     ]
-    return ahead, "; ".join(failed), statuses
+    return ahead, "; ".join(failed), statuses, cut
 
 
 def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadAhead | None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nutchy.core.parse import (
     PARSE_FIELDS,
@@ -50,6 +50,10 @@ class ParseCounts:
     not_fetched: int = 0
     truncated: int = 0
     resumed: int = 0
+    #: of the pages parsed: those whose content was cut at the content limit (parsed up to the
+    #: cut), and those whose links were cut at ``db.max.outlinks.per.page``
+    truncated_parsed: int = 0
+    outlinks_cut: int = 0
 
     @property
     def written(self) -> int:
@@ -58,12 +62,16 @@ class ParseCounts:
     @property
     def rows(self) -> int:
         """How many rows were read to choose from: every row counted once."""
-        return sum(getattr(self, f.name) for f in fields(self))
+        return sum(getattr(self, f.name) for f in fields(self) if f.name not in _OF_PARSED)
 
     def merge(self, other: ParseCounts) -> None:
         """Add the counts of *other* (another key range of the table)."""
         for name in (f.name for f in fields(self)):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+#: The counts of :class:`ParseCounts` that count pages already counted as parsed.
+_OF_PARSED: Final = ("truncated_parsed", "outlinks_cut")
 
 
 def parse_batch(
@@ -189,7 +197,8 @@ def _parse_rows(
         if page is None or page.status != CrawlStatus.FETCHED:
             counts.not_fetched += 1  # deleted, or fetched again meanwhile
             continue
-        if skip_truncated and is_truncated(page):
+        truncated = is_truncated(page)
+        if skip_truncated and truncated:
             counts.truncated += 1
             continue
         page_config = config
@@ -206,6 +215,8 @@ def _parse_rows(
                 counts.redirects += 1
             else:
                 counts.parsed += 1
+                counts.truncated_parsed += truncated
+                counts.outlinks_cut += result.outlinks_cut > 0
         elif major == ParseStatusMajor.NOTPARSED:
             counts.not_parsed += 1
         else:

@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from nutchy.core.fetch import TRUNCATED_KEY
 from nutchy.core.generate import GENERATE_TIME_KEY, PARTITION_KEY
 from nutchy.core.status import CrawlStatus, Mark, Metadata, crawl_status_name
 from nutchy.core.urls import InvalidURL, normalize_url, reverse_url, reversed_host, unreverse_host
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 DUMP_FORMATS: Final = ("jsonl", "csv")
-_STATS_FIELDS: Final = ("status", "score", "fetch_time", "fetch_interval", "markers")
+_STATS_FIELDS: Final = ("status", "score", "fetch_time", "fetch_interval", "markers", "metadata")
 _TOP_FIELDS: Final = ("score", "fetch_time")
 #: Fields dumped by default: everything but the raw content and the parsed text, which are most
 #: of a table's bytes (``-content`` and ``-text`` add them).
@@ -147,6 +148,10 @@ class TableStats:
     batches: Counter[str] = field(default_factory=Counter)
     hosts: Counter[str] = field(default_factory=Counter)
     undecodable: int = 0
+    #: rows whose last fetch was cut at the content limit, and whose last parse left links
+    #: unread at ``db.max.outlinks.per.page``
+    truncated: int = 0
+    outlinks_cut: int = 0
 
     def merge(self, other: TableStats) -> None:
         """Add the counts of *other* (another key range of the table)."""
@@ -159,6 +164,8 @@ class TableStats:
         self.batches.update(other.batches)
         self.hosts.update(other.hosts)
         self.undecodable += other.undecodable
+        self.truncated += other.truncated
+        self.outlinks_cut += other.outlinks_cut
 
     def to_dict(self, top_hosts: int = 10) -> dict[str, Any]:
         """The statistics as plain JSON values (``nutchy readdb -stats -json``): counts by crawl
@@ -203,6 +210,10 @@ class TableStats:
             out.append(f"hosts:\t{len(self.hosts)}")
             for host, count in _top(self.hosts, top_hosts):
                 out.append(f"  {host}:\t{count}")
+        if self.truncated:
+            out.append(f"truncated at the content limit:\t{self.truncated}")
+        if self.outlinks_cut:
+            out.append(f"outlinks cut (db.max.outlinks.per.page):\t{self.outlinks_cut}")
         if self.undecodable:
             out.append(f"rows skipped (a cell did not decode):\t{self.undecodable}")
         return out
@@ -264,6 +275,11 @@ def _range_stats(
         mark = page.markers.get(Mark.GENERATE)
         if mark is not None:
             stats.batches[mark] += 1
+        metadata = page.metadata
+        if metadata.get(TRUNCATED_KEY) == b"true":
+            stats.truncated += 1
+        if Metadata.OUTLINKS_CUT in metadata:
+            stats.outlinks_cut += 1
         try:
             reversed_name = reversed_host(page.key)
         except InvalidURL:

@@ -528,6 +528,14 @@ class HBaseStore:
 
                 self._call(delete)
 
+    def side(self, work: Callable[[Any], T]) -> T:
+        """Run *work(table)* on the happybase ``Table`` of the nutchy side table
+        ``<table>_nutchy`` (:mod:`nutchy.store.hbase_lease`), created when missing beside an
+        existing web table: where :mod:`nutchy.store.hosts` keeps what it remembers of hosts."""
+        name = self._leases.table
+        result: T = self._leases.run(lambda conn: work(conn.table(name)))
+        return result
+
     def close(self) -> None:
         """Close every connection of the pool. Closing a store whose server has gone away does
         not fail; a store used after its close connects again."""

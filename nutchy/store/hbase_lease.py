@@ -118,7 +118,7 @@ class Leases:
 
     # --- one call each ---------------------------------------------------------------------------
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
+    def run(self, work: Callable[[Any], Any]) -> Any:
         """Run *work* on a connection, creating the side table first if it is missing."""
         try:
             return self._call(work)
@@ -150,7 +150,7 @@ class Leases:
             rows = conn.table(self.table).rows(list(names), columns=[COLUMN])
             return {key: cells.get(COLUMN) for key, cells in rows}
 
-        found = self._run(work)
+        found = self.run(work)
         return {name: found.get(name) for name in names}
 
     def _swap(self, name: bytes, expected: bytes | None, value: bytes) -> bool:
@@ -165,7 +165,7 @@ class Leases:
             cells = conn.client.get(table, name, COLUMN, {})
             return bool(cells) and cells[0].value == value
 
-        return bool(self._run(work))
+        return bool(self.run(work))
 
     def _value(self) -> tuple[bytes, float]:
         """A new value for a lease taken or renewed now, and the monotonic time of *now*."""
