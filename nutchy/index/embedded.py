@@ -42,6 +42,9 @@ SNIPPET_CHARS: Final = 200
 #: Memory (bytes) the writer's indexing threads may use before they write a segment, and threads.
 _WRITER_HEAP: Final = 64_000_000
 _WRITER_THREADS: Final = 2
+#: Deletions (a replaced document is one) after which the writer commits on its own: tantivy
+#: holds them in memory until a commit (docs/index.md).
+_DELETES_PER_COMMIT: Final = 10_000
 _REBUILD = "nutchy index -all -rebuild"
 
 
@@ -119,6 +122,10 @@ class EmbeddedIndexWriter(BaseIndexWriter):
         self.path = path
         self._index: Any = None
         self._writer: Any = None
+        self._searcher: Any = None
+        #: URLs written since the last commit, which the searcher does not see yet.
+        self._pending: set[str] = set()
+        self._deletes = 0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
@@ -140,6 +147,9 @@ class EmbeddedIndexWriter(BaseIndexWriter):
                 f"{self.describe()}: cannot write: {exc} (is another nutchy index running?)"
             ) from exc
         self._document = tantivy.Document
+        self._searcher = self._index.searcher()
+        self._pending = set()
+        self._deletes = 0
 
     def _remove(self) -> None:
         tantivy = _tantivy()
@@ -164,12 +174,25 @@ class EmbeddedIndexWriter(BaseIndexWriter):
             raise IndexWriterError(f"{self.describe()}: not open")
         return self._writer
 
+    def _held(self, url: str) -> bool:
+        """Whether the index may hold a document of *url*: one committed (deleted ones may
+        still count until their segment is merged) or written since the last commit.
+
+        Deleting only those keeps tantivy's queue of deletions, which it holds in memory until
+        a commit, to the documents replaced: a first index of 100,000 pages peaked at 257 MB
+        with a deletion per document, at 154 MB without.
+        """
+        return url in self._pending or self._searcher.doc_freq("id", url) > 0
+
     def write(self, docs: Sequence[Document]) -> None:
         writer = self._live()
         make = self._document
         try:
             for doc in docs:
-                writer.delete_documents_by_term("id", doc.url)
+                if self._held(doc.url):
+                    writer.delete_documents_by_term("id", doc.url)
+                    self._deletes += 1
+                self._pending.add(doc.url)
                 writer.add_document(
                     make(
                         id=doc.url,
@@ -188,23 +211,35 @@ class EmbeddedIndexWriter(BaseIndexWriter):
                 )
         except (OSError, ValueError) as exc:
             raise IndexWriterError(f"{self.describe()}: cannot write: {exc}") from exc
+        if self._deletes >= _DELETES_PER_COMMIT:
+            self.commit()
 
     def delete(self, urls: Sequence[str]) -> None:
         writer = self._live()
         try:
             for url in urls:
-                writer.delete_documents_by_term("id", url)
+                if self._held(url):
+                    writer.delete_documents_by_term("id", url)
+                    self._pending.discard(url)
+                    self._deletes += 1
         except (OSError, ValueError) as exc:
             raise IndexWriterError(f"{self.describe()}: cannot delete: {exc}") from exc
+        if self._deletes >= _DELETES_PER_COMMIT:
+            self.commit()
 
     def commit(self) -> None:
         try:
             self._live().commit()
+            self._index.reload()
         except (OSError, ValueError) as exc:
             raise IndexWriterError(f"{self.describe()}: cannot commit: {exc}") from exc
+        self._searcher = self._index.searcher()
+        self._pending = set()
+        self._deletes = 0
 
     def close(self) -> None:
         writer, self._writer, self._index = self._writer, None, None
+        self._searcher, self._pending = None, set()
         if writer is not None:
             try:
                 # What was not committed is dropped; merges under way are finished.
