@@ -80,6 +80,7 @@ REPO = HERE.parent.parent
 DATA = Path("/work/bench-crawl")
 LAST_MODIFIED = 1_750_000_000  # s
 STATS_PATH = b"/__stats"
+CHANGE_PATH = b"/__change?percent="
 WORDS = [
     *("crawl", "fetch", "parse", "update", "generate", "inject", "table", "score", "link"),
     *("anchor", "host", "page", "queue", "batch", "signature", "schedule", "interval"),
@@ -113,27 +114,122 @@ def page_path(i: int) -> str:
     return f"/p/{i:06d}.html"
 
 
+@dataclass(frozen=True)
+class Site:
+    """A site to crawl: the links of each page, the host (index) each page is on, the size (bytes
+    of text) of each page, and the seeds (page numbers)."""
+
+    links: list[list[int]]
+    host_of: list[int]
+    sizes: list[int]
+    seeds: list[int]
+
+
+def uniform_site(pages: int, links: int, n_hosts: int, seed: int, words: int) -> Site:
+    """The synthetic site of :func:`site_links`: page *i* on host *i* mod *n_hosts*, each page
+    about *words* words, the first page of each host a seed."""
+    return Site(
+        site_links(pages, links, seed),
+        [i % n_hosts for i in range(pages)],
+        [words * 7] * pages,
+        list(range(min(n_hosts, pages))),
+    )
+
+
+def doc_site(pages: int, n_hosts: int, seed: int) -> Site:
+    """A site shaped like a documentation site: a tree of sections, chapters and pages (index,
+    then levels of 4 to 12 children a page, so that the deepest pages are 4 or 5 links from the
+    index), pages of 5 to 80 KB of text (log-uniform), 10 to 50 links a page (parent, children,
+    the sidebar's sections, the previous and next page, the rest cross-references to pages at
+    most one level deeper), and three hubs (a general index and two module indexes) with 200 to
+    600 links each to anywhere in the site. With several hosts, each chapter (level 2) and what
+    is below it is on one host, chapter *c* on host *c* mod hosts, as sites of several projects
+    linked together; the index and the sections are on host 0 and the seed is the index."""
+    rng = random.Random(seed)
+    level = [0]
+    parent = [-1]
+    children: list[list[int]] = [[]]
+    frontier = [0]
+    while len(level) < pages:
+        nxt = []
+        for node in frontier:
+            for _ in range(rng.randint(4, 12)):
+                if len(level) == pages:
+                    break
+                child = len(level)
+                level.append(level[node] + 1)
+                parent.append(node)
+                children.append([])
+                children[node].append(child)
+                nxt.append(child)
+        frontier = nxt or [len(level) - 1]
+    by_level: dict[int, list[int]] = {}
+    for i, lv in enumerate(level):
+        by_level.setdefault(lv, []).append(i)
+    sections = children[0]
+    chapter = [-1] * pages
+    for i in range(pages):
+        j = i
+        while j >= 0 and level[j] > 2:
+            j = parent[j]
+        chapter[i] = j if level[j] == 2 else -1
+    chapters = by_level.get(2, [])
+    host_of = [
+        (chapters.index(chapter[i]) % n_hosts) if chapter[i] >= 0 else 0 for i in range(pages)
+    ]
+    hubs = set(rng.sample(chapters, min(3, len(chapters)))) if chapters else set()
+    graph: list[list[int]] = []
+    for i in range(pages):
+        targets = dict.fromkeys([*sections, *children[i]])
+        if parent[i] >= 0:
+            targets[parent[i]] = None
+        if i > 0:
+            targets[i - 1] = None
+        if i + 1 < pages:
+            targets[i + 1] = None
+        if i in hubs:
+            targets.update(
+                dict.fromkeys(rng.sample(range(pages), min(pages, rng.randint(200, 600))))
+            )
+        wanted = rng.randint(10, 50)
+        near = [j for lv in range(level[i] + 2) for j in by_level.get(lv, [])]
+        for _ in range(4 * wanted):
+            if len(targets) >= wanted:
+                break
+            targets[rng.choice(near)] = None
+        targets.pop(i, None)
+        graph.append(list(targets))
+    sizes = [int(5000 * 16 ** rng.random()) for _ in range(pages)]
+    return Site(graph, host_of, sizes, [0])
+
+
 def render_site(
-    graph: list[list[int]], hosts: list[str], ports: dict[str, int], seed: int, words: int = 300
+    site: Site, hosts: list[str], ports: dict[str, int], seed: int
 ) -> dict[tuple[int, bytes], bytes]:
-    """Every page's HTML, by (host index, path), with *words* words of text in paragraphs."""
+    """Every page's HTML, by (host index, path): its text (about its size, in paragraphs of
+    words), then its links (relative on its own host, absolute to the others)."""
     rng = random.Random(seed + 1)
+    pool = " ".join(rng.choice(WORDS) for _ in range(40_000))  # about 300 KB of words
     bodies = {}
-    for i, targets in enumerate(graph):
-        own = i % len(hosts)
+    for i, targets in enumerate(site.links):
+        own = site.host_of[i]
         items = []
         for j in targets:
-            host = hosts[j % len(hosts)]
+            host = hosts[site.host_of[j]]
             href = (
                 page_path(j)
-                if j % len(hosts) == own
+                if site.host_of[j] == own
                 else f"http://{host}:{ports[host]}{page_path(j)}"
             )
             items.append(f'<li><a href="{href}">Page {j} about {rng.choice(WORDS)}</a></li>')
-        text = "</p><p>".join(
-            " ".join(rng.choice(WORDS) for _ in range(min(100, words - start)))
-            for start in range(0, words, 100)
-        )
+        paragraphs = []
+        left = site.sizes[i]
+        while left > 0:
+            n = min(left, 700)
+            start = rng.randrange(len(pool) - n)
+            paragraphs.append(pool[start : start + n])
+            left -= n
+        text = "</p><p>".join(paragraphs)
         html = (
             f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Page {i}</title></head>'
             f"<body><h1>Page {i}</h1><p>{text}</p><ul>{''.join(items)}</ul></body></html>"
@@ -143,9 +239,11 @@ def render_site(
 
 
 class _Site(asyncio.Protocol):
-    bodies: dict[tuple[int, bytes], bytes] = {}
+    #: every page's HTML as rendered, by (host index, path)
+    original: dict[tuple[int, bytes], bytes] = {}
+    #: what is served: the HTML, its ETag and its modification time (s)
+    bodies: dict[tuple[int, bytes], tuple[bytes, bytes, int]] = {}
     counts: Counter[int] = Counter()
-    last_modified = email.utils.formatdate(LAST_MODIFIED, usegmt=True).encode()
 
     def __init__(self, host: int) -> None:
         self.host = host
@@ -170,13 +268,19 @@ class _Site(asyncio.Protocol):
         if path == STATS_PATH:
             body = json.dumps(self.counts).encode()
             return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-        body = self.bodies.get((self.host, path))
-        if body is None:
+        if path.startswith(CHANGE_PATH):
+            body = str(self.change(int(path.partition(b"=")[2] or b"0"))).encode()
+            return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        page = self.bodies.get((self.host, path))
+        if page is None:
             self.counts[404] += 1
             return b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found"
-        etag = b'"%08x"' % zlib.crc32(body)
-        validators = b"ETag: %s\r\nLast-Modified: %s\r\n" % (etag, self.last_modified)
-        if self.not_modified(headers, etag):
+        body, etag, modified = page
+        validators = b"ETag: %s\r\nLast-Modified: %s\r\n" % (
+            etag,
+            email.utils.formatdate(modified, usegmt=True).encode(),
+        )
+        if self.not_modified(headers, etag, modified):
             self.counts[304] += 1
             return b"HTTP/1.1 304 Not Modified\r\n%s\r\n" % validators
         self.counts[200] += 1
@@ -185,8 +289,25 @@ class _Site(asyncio.Protocol):
             b"%s\r\n%s" % (len(body), validators, body)
         )
 
+    @classmethod
+    def change(cls, percent: int) -> int:
+        """Change the text of *percent* % of the pages (every page whose number is below
+        *percent* modulo 100; their links stay), modified now; 0 puts every page back as it
+        was. Returns the pages changed."""
+        changed = 0
+        now = int(time.time())
+        for key, body in cls.original.items():
+            number = int(key[1].rsplit(b"/", 1)[1].split(b".")[0])
+            if number % 100 < percent:
+                body = body.replace(b"<h1>", b"<h1>Changed: ", 1)
+                cls.bodies[key] = (body, b'"%08x"' % zlib.crc32(body), now)
+                changed += 1
+            else:
+                cls.bodies[key] = (body, b'"%08x"' % zlib.crc32(body), LAST_MODIFIED)
+        return changed
+
     @staticmethod
-    def not_modified(headers: dict[bytes, bytes], etag: bytes) -> bool:
+    def not_modified(headers: dict[bytes, bytes], etag: bytes, modified: int) -> bool:
         if b"if-none-match" in headers:
             return etag in [t.strip() for t in headers[b"if-none-match"].split(b",")]
         since = headers.get(b"if-modified-since")
@@ -196,10 +317,36 @@ class _Site(asyncio.Protocol):
             parsed = email.utils.parsedate_to_datetime(since.decode())
         except (TypeError, ValueError):
             return False
-        return parsed.timestamp() >= LAST_MODIFIED
+        return parsed.timestamp() >= modified
 
 
-def serve(pages: int, links: int, n_hosts: int, seed: int, words: int) -> None:
+def describe(site: Site) -> str:
+    """The site in one line: pages, hosts, links and text a page, and its depth from the seeds."""
+    depth = dict.fromkeys(site.seeds, 0)
+    todo = list(site.seeds)
+    for page in todo:
+        for j in site.links[page]:
+            if j not in depth:
+                depth[j] = depth[page] + 1
+                todo.append(j)
+    links = sorted(len(targets) for targets in site.links)
+    sizes = sorted(site.sizes)
+    return (
+        f"{len(site.links)} pages on {max(site.host_of) + 1} hosts, links a page"
+        f" {links[0]}-{links[-1]} (median {links[len(links) // 2]}, {sum(links)} in all),"
+        f" text a page {sizes[0] // 1000}-{sizes[-1] // 1000} KB (median"
+        f" {sizes[len(sizes) // 2] // 1000} KB, {sum(sizes) / 1e6:.0f} MB in all), depth"
+        f" {max(depth.values())} from {len(site.seeds)} seed(s)"
+    )
+
+
+def make_site(shape: str, pages: int, links: int, n_hosts: int, seed: int, words: int) -> Site:
+    if shape == "docs":
+        return doc_site(pages, n_hosts, seed)
+    return uniform_site(pages, links, n_hosts, seed, words)
+
+
+def serve(shape: str, pages: int, links: int, n_hosts: int, seed: int, words: int) -> None:
     """Serve the site, one port per host; print ``{host: port}`` once listening."""
     hosts = [f"127.0.0.{i + 2}" for i in range(n_hosts)]
 
@@ -214,29 +361,37 @@ def serve(pages: int, links: int, n_hosts: int, seed: int, words: int) -> None:
                 backlog=1024,
             )
             ports[host] = server.sockets[0].getsockname()[1]
-        _Site.bodies = render_site(site_links(pages, links, seed), hosts, ports, seed, words)
+        site = make_site(shape, pages, links, n_hosts, seed, words)
+        _Site.original = render_site(site, hosts, ports, seed)
+        _Site.change(0)
         print(json.dumps(ports), flush=True)
         await asyncio.Event().wait()
 
     asyncio.run(main())
 
 
-def server_counts(ports: dict[str, int]) -> Counter[int]:
+def server_get(ports: dict[str, int], path: str) -> bytes:
     host, port = next(iter(ports.items()))
-    with urllib.request.urlopen(f"http://{host}:{port}{STATS_PATH.decode()}", timeout=10) as r:
-        return Counter({int(k): v for k, v in json.loads(r.read()).items()})
+    with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=10) as r:
+        body: bytes = r.read()
+        return body
+
+
+def server_counts(ports: dict[str, int]) -> Counter[int]:
+    counts = json.loads(server_get(ports, STATS_PATH.decode()))
+    return Counter({int(k): v for k, v in counts.items()})
 
 
 # --- the plain Scrapy crawl (a child process) ------------------------------------------------
 
 
-def crawl_plain(seeds_file: str, concurrency: int, per_host: int) -> dict[str, Any]:
+def crawl_plain(seeds_file: str, hosts_csv: str, concurrency: int, per_host: int) -> dict[str, Any]:
     from scrapy import Request
     from scrapy.linkextractors import LinkExtractor
     from scrapy.spiders import CrawlSpider, Rule
 
     seeds = Path(seeds_file).read_text().split()
-    hosts = sorted({url.split("/")[2].split(":")[0] for url in seeds})
+    hosts = hosts_csv.split(",")
 
     class PlainSpider(CrawlSpider):
         name = "plain"
@@ -259,7 +414,7 @@ def crawl_plain(seeds_file: str, concurrency: int, per_host: int) -> dict[str, A
     }
 
 
-def crawl_floor(seeds_file: str, pages: int, concurrency: int, per_host: int) -> dict[str, Any]:
+def crawl_floor(urls_file: str, concurrency: int, per_host: int) -> dict[str, Any]:
     """The least a re-crawl costs in Scrapy: a plain ``Spider`` asks for every page of the site
     once, with ``If-Modified-Since``, and drops the 304 it gets; no link extraction, no
     persistence, and only the Scrapy components and settings the ``nutch`` spider keeps (its
@@ -268,16 +423,14 @@ def crawl_floor(seeds_file: str, pages: int, concurrency: int, per_host: int) ->
 
     from nutchy.spiders import SPIDER_DEFAULTS, UNUSED_MIDDLEWARES
 
-    seeds = Path(seeds_file).read_text().split()  # seed i: page i, on host i
+    urls = Path(urls_file).read_text().split()  # every page of the site
     since = email.utils.formatdate(LAST_MODIFIED, usegmt=True)
 
     class FloorSpider(Spider):
         name = "floor"
 
         async def start(self) -> Any:
-            for i in range(pages):
-                site = seeds[i % len(seeds)].rsplit("/", 2)[0]
-                url = f"{site}{page_path(i)}"
+            for url in urls:
                 yield Request(url, headers={"If-Modified-Since": since}, dont_filter=True)
 
         def parse(self, response: Any) -> None:
@@ -420,15 +573,29 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _cpu(pid: int) -> float:
+    """The CPU time (user + system, s) of process *pid* itself so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Run:
-    """One command: its wall time, peak RSS (MB) of its process tree, and its stderr lines,
+    """One command: its wall time, peak RSS (MB) of its process tree, the CPU time (user +
+    system, s) of the whole tree (from ``wait4``: the command and every child it waited for)
+    and of the command's own process (its last sample, every 0.1 s), and its stderr lines,
     each with the time (s since the start) it arrived."""
 
     seconds: float
     rss_mb: float
     stdout: str
     lines: list[tuple[float, str]] = field(default_factory=list)
+    cpu: float = 0.0
+    own_cpu: float = 0.0
 
 
 def run_command(
@@ -461,7 +628,14 @@ def run_command(
     readers = [threading.Thread(target=read_err), threading.Thread(target=read_out)]
     for reader in readers:
         reader.start()
-    while process.poll() is None:
+    own = 0.0
+    while True:
+        # wait4, not poll: its rusage is the command's and its waited children's CPU time
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            break
+        own = _cpu(process.pid) or own
         tree, total = [process.pid], 0
         while tree:
             pid = tree.pop()
@@ -470,12 +644,13 @@ def run_command(
         peak = max(peak, total)
         time.sleep(0.1)
     seconds = time.monotonic() - started
+    cpu = usage.ru_utime + usage.ru_stime
     for reader in readers:
         reader.join()
     if process.returncode != 0:
         tail = "\n".join(line for _, line in lines[-20:])
         raise RuntimeError(f"{command} exited with {process.returncode}:\n{tail}")
-    return Run(seconds, peak / 2**20, "".join(out), lines)
+    return Run(seconds, peak / 2**20, "".join(out), lines, cpu, min(own, cpu))
 
 
 def run_commands(
@@ -487,6 +662,8 @@ def run_commands(
         total.lines += [(total.seconds + t, line) for t, line in run.lines]
         total.seconds += run.seconds
         total.rss_mb = max(total.rss_mb, run.rss_mb)
+        total.cpu += run.cpu
+        total.own_cpu += run.own_cpu
         total.stdout += run.stdout
     return total
 
@@ -612,6 +789,20 @@ def main(argv: list[str] | None = None) -> int:
         "--words", type=int, default=300, help="words of text a page (300: about 5 KB a page)"
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the site's link graph")
+    parser.add_argument(
+        "--shape",
+        choices=["uniform", "docs"],
+        default="uniform",
+        help="uniform: --links random links a page, --words words; docs: a documentation site"
+        " (doc_site: 5-80 KB pages, 10-50 links, depth 4-5, three hubs; --links and --words"
+        " unused)",
+    )
+    parser.add_argument(
+        "--changed",
+        type=int,
+        help="percent of the pages changed before each re-crawl (default: 10 for --shape docs,"
+        " 0 for uniform)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="repetitions (the median is shown)")
     parser.add_argument("--max-rounds", type=int, default=50, help="nutchy crawl -rounds")
     parser.add_argument("--concurrency", type=int, default=16)
@@ -645,11 +836,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.pages, args.links, args.rounds = 60, 10, 1
+    if args.changed is None:
+        args.changed = 10 if args.shape == "docs" else 0
 
     hosts = [f"127.0.0.{i + 2}" for i in range(args.hosts)]
+    site = make_site(args.shape, args.pages, args.links, args.hosts, args.seed, args.words)
     args.data.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(
-        child("serve", args.pages, args.links, args.hosts, args.seed, args.words),
+        child("serve", args.shape, args.pages, args.links, args.hosts, args.seed, args.words),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -659,20 +853,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         assert server.stdout is not None
         ports = json.loads(server.stdout.readline())
+
+        def url(i: int) -> str:
+            host = hosts[site.host_of[i]]
+            return f"http://{host}:{ports[host]}{page_path(i)}\n"
+
         seeds = work / "seeds.txt"
-        seeds.write_text(
-            "".join(f"http://{h}:{ports[h]}{page_path(i)}\n" for i, h in enumerate(hosts))
-        )
+        seeds.write_text("".join(map(url, site.seeds)))
+        urls = work / "urls.txt"
+        urls.write_text("".join(map(url, range(args.pages))))
         settings = {
             "NUTCH_FETCHER_SERVER_DELAY": "0",
             "NUTCH_FETCHER_THREADS_PER_QUEUE": str(args.per_host),
             "CONCURRENT_REQUESTS": str(args.concurrency),
+            # the limits lifted, as the plain spider has none: whole pages, every outlink
+            "NUTCH_HTTP_CONTENT_LIMIT": "-1",
+            "NUTCH_DB_MAX_OUTLINKS_PER_PAGE": "-1",
             "LOG_LEVEL": "INFO",
         }
         print(f"# {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs")
+        print(f"# site ({args.shape}): {describe(site)}")
         print(
-            f"# {args.pages} pages x {args.links} links and {args.words} words on {args.hosts}"
-            f" hosts (seed {args.seed}),"
+            f"# seed {args.seed},"
             f" CONCURRENT_REQUESTS={args.concurrency}, {args.per_host} per host, delay 0,"
             f" {args.rounds} rounds; log: {log}",
             flush=True,
@@ -683,14 +885,16 @@ def main(argv: list[str] | None = None) -> int:
             results[variant.name] = []
         for round_ in range(args.rounds):
             before = server_counts(ports)
-            plain = run_command(child("plain", seeds, args.concurrency, args.per_host), work, log)
+            spent = _cpu(server.pid)
+            plain = run_command(
+                child("plain", seeds, ",".join(hosts), args.concurrency, args.per_host), work, log
+            )
+            plain_server = _cpu(server.pid) - spent
             got = json.loads(plain.stdout.strip().splitlines()[-1])
             served = server_counts(ports) - before
             assert got["pages"] == served[200] == args.pages, (got, served)
             before = server_counts(ports)
-            floor = run_command(
-                child("floor", seeds, args.pages, args.concurrency, args.per_host), work, log
-            )
+            floor = run_command(child("floor", urls, args.concurrency, args.per_host), work, log)
             served = server_counts(ports) - before
             asked = json.loads(floor.stdout.strip().splitlines()[-1])["pages"]
             assert asked == served[304] == args.pages and not served[200], (asked, served)
@@ -700,12 +904,16 @@ def main(argv: list[str] | None = None) -> int:
                     "pages": got["pages"],
                     "rss": plain.rss_mb,
                     "floor": floor.seconds,
+                    "cpu": plain.cpu,
+                    "own_cpu": plain.own_cpu,
+                    "server_cpu": plain_server,
                 }
             )
             print(
                 f"round {round_ + 1}: plain {got['pages']} pages in {plain.seconds:.1f} s"
                 f" ({got['pages'] / plain.seconds:.0f}/s; Scrapy's elapsed {got['elapsed']:.1f} s),"
-                f" peak RSS {plain.rss_mb:.0f} MB; every page asked again, 304s, in"
+                f" peak RSS {plain.rss_mb:.0f} MB, CPU {plain.cpu:.1f} s (server"
+                f" {plain_server:.1f} s); every page asked again, 304s, in"
                 f" {floor.seconds:.1f} s",
                 flush=True,
             )
@@ -718,16 +926,21 @@ def main(argv: list[str] | None = None) -> int:
                     args.max_rounds,
                 )
                 before = server_counts(ports)
+                spent = _cpu(server.pid)
                 first = run_commands(variant.first(context), work, log, variant.env)
+                first_server = _cpu(server.pid) - spent
                 served = server_counts(ports) - before
                 counted = run_command(child("count", crawl_dir), work, log)
                 statuses = Counter(json.loads(counted.stdout.strip().splitlines()[-1]))
                 assert served[200] == statuses["FETCHED"] == args.pages, (served, statuses)
                 crawl_rounds = sum(1 for _, line in first.lines if _ROUND.search(line))
+                changed = int(server_get(ports, f"{CHANGE_PATH.decode()}{args.changed}"))
                 before = server_counts(ports)
                 again = run_commands(variant.recrawl(context), work, log, variant.env)
                 served_again = server_counts(ports) - before
-                assert served_again[304] == args.pages and not served_again[200], served_again
+                server_get(ports, f"{CHANGE_PATH.decode()}0")
+                assert served_again[304] == args.pages - changed, (served_again, changed)
+                assert served_again[200] == changed, (served_again, changed)
                 results[variant.name].append(
                     {
                         "seconds": first.seconds,
@@ -736,6 +949,10 @@ def main(argv: list[str] | None = None) -> int:
                         "rounds": crawl_rounds,
                         "recrawl": again.seconds,
                         "recrawl_rss": again.rss_mb,
+                        "cpu": first.cpu,
+                        "own_cpu": first.own_cpu,
+                        "server_cpu": first_server,
+                        "recrawl_cpu": again.cpu,
                         **{f"first {k}": v for k, v in phases(first.lines).items()},
                         **{f"recrawl {k}": v for k, v in phases(again.lines).items()},
                     }
@@ -744,7 +961,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"round {round_ + 1}: {variant.name}: {served[200]} pages in {crawl_rounds}"
                     f" rounds, {first.seconds:.1f} s ({served[200] / first.seconds:.0f}/s,"
                     f" {served[200] / first.seconds / (got['pages'] / plain.seconds):.2f}x plain),"
-                    f" peak RSS {first.rss_mb:.0f} MB; re-crawl {again.seconds:.1f} s"
+                    f" peak RSS {first.rss_mb:.0f} MB, CPU {first.cpu:.1f} s (its own process"
+                    f" {first.own_cpu:.1f} s, server {first_server:.1f} s);"
+                    f" re-crawl ({changed} pages changed) {again.seconds:.1f} s"
                     f" ({first.seconds / again.seconds:.1f}x cheaper), peak RSS"
                     f" {again.rss_mb:.0f} MB",
                     flush=True,
@@ -804,8 +1023,9 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         return f"**{statistics.median(values):.{digits}f}x** ({each})"
 
     rows = [
-        f"| measure ({args.pages:,} pages x {args.links} links, {args.words} words,"
-        f" {args.hosts} hosts;"
+        f"| measure ({args.shape}: {args.pages:,} pages"
+        + (f" x {args.links} links, {args.words} words," if args.shape == "uniform" else ",")
+        + f" {args.hosts} hosts;"
         f" median of {args.rounds}) | plain Scrapy CrawlSpider |"
         + "".join(f" {name} |" for name in variants),
         "|---|---:|" + "---:|" * len(variants),
@@ -836,9 +1056,47 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         [med(n, "rss", 0) for n in variants],
     )
     row(
-        "re-crawl (all 304), s; plain: a Spider asking every page again",
+        "peak RSS, ratio to plain (per round)",
+        "1.00x",
+        [
+            per_round(
+                [r["rss"] / p["rss"] for r, p in zip(results[n], results["plain"], strict=True)],
+                2,
+            )
+            for n in variants
+        ],
+    )
+    row(
+        "CPU time (user + sys) of the process tree, s",
+        med("plain", "cpu", 1),
+        [med(n, "cpu", 1) for n in variants],
+    )
+    row(
+        "... of the command's own process, s (the rest: its children)",
+        med("plain", "own_cpu", 1),
+        [med(n, "own_cpu", 1) for n in variants],
+    )
+    row(
+        "cores busy (CPU time / wall time)",
+        f"{statistics.median(r['cpu'] / r['seconds'] for r in results['plain']):.2f}",
+        [f"{statistics.median(r['cpu'] / r['seconds'] for r in results[n]):.2f}" for n in variants],
+    )
+    row(
+        "the server's CPU time meanwhile, s",
+        med("plain", "server_cpu", 1),
+        [med(n, "server_cpu", 1) for n in variants],
+    )
+    row(
+        f"re-crawl ({args.changed}% changed, the rest 304), s; plain: a Spider asking every page"
+        " again (all 304)",
         med("plain", "floor", 1),
         [med(n, "recrawl", 1) for n in variants],
+    )
+    row("re-crawl CPU time, s", "", [med(n, "recrawl_cpu", 1) for n in variants])
+    row(
+        "first crawl CPU / re-crawl CPU (per round)",
+        "",
+        [per_round([r["cpu"] / r["recrawl_cpu"] for r in results[n]], 1) for n in variants],
     )
     row(
         "first crawl / re-crawl (per round)",
