@@ -195,6 +195,10 @@ NUTCH_FETCHER_PARSE = True
 # NUTCH_INDEX_WRITERS (see docs/index.md). Without it, run nutchy index ID after updatedb.
 NUTCH_FETCHER_INDEX = False
 
+# (nutchy only) Whether that parse runs in a process of its own, fed the pages through a pipe, on
+# another core (True), or in a thread of the fetch's process (False). See docs/parse.md.
+NUTCH_FETCHER_PARSE_PROCESS = True
+
 # (nutchy only) Whether a crawl runs updatedb on each batch it fetched whole, by the updatedb
 # item pipeline (see docs/updatedb.md). Without it, run nutchy updatedb ID after the fetch.
 NUTCH_FETCHER_UPDATEDB = True

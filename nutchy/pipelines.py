@@ -60,9 +60,11 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
+    from nutchy._parsework import ParseProcess
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["FetchedPage", "NutchDbUpdatePipeline", "NutchParsePipeline"]
+__all__ = ["FetchedPage", "NutchDbUpdatePipeline", "NutchParsePipeline", "PageParser"]
 
 
 @dataclass
@@ -85,17 +87,15 @@ class FetchedPage:
     fetch_time: int = 0
 
 
-class NutchParsePipeline:
-    """Parses every :class:`FetchedPage`, writes title, text, outlinks, signature, parse status
-    and the parse mark (see docs/parse.md), and returns the page as a
-    :class:`~nutchy.items.PageItem` (:class:`~nutchy.items.PageContentItem` with *item_content*),
-    so that the pipelines after it and the feed exports see the parsed page. Other items pass
-    through untouched.
+class PageParser:
+    """Parses :class:`FetchedPage` objects and writes their parse to *table*: the work of
+    :class:`NutchParsePipeline`, without Scrapy, so that it runs in a thread of the fetch's
+    process or in a process of its own (:mod:`nutchy._parsework`).
 
-    Parsing runs in a thread, never on the reactor: the pages that arrive while a thread is busy
-    are parsed together in the next one, with one read of their rows (for the signature move and
-    the score). The writes are buffered, and written every *flush_size* pages, when a batch has
-    been fetched, and on close.
+    :meth:`process` reads the pages' rows (for the signature move and the score), parses them,
+    holds their parse columns and writes what it holds when asked or when *flush_size* are held.
+    It counts what it did in :attr:`stats` (stats keys and amounts, taken by the caller) and
+    keeps the first store error it met in :attr:`error`.
     """
 
     def __init__(
@@ -108,7 +108,6 @@ class NutchParsePipeline:
         timeout: float,
         flush_size: int,
         item_content: bool,
-        stats: StatsCollector,
     ) -> None:
         self.table = table
         self.config = config
@@ -117,93 +116,40 @@ class NutchParsePipeline:
         self.timeout = timeout
         self.flush_size = flush_size
         self.item_content = item_content
-        self.stats = stats
-        self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
-        self._flushes: list[Deferred[None]] = []
-        self._working = False
-        #: The parses not written yet; only the worker's thread touches it.
+        #: what was counted since the caller last took it
+        self.stats: dict[str, int] = {}
+        #: the first store error not reported yet
+        self.error: str | None = None
+        #: The parses not written yet.
         self._updates: list[RowUpdate] = []
-        self._store_error_logged = False
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        if not get_bool(settings, "NUTCH_FETCHER_PARSE"):
-            # Without a message: turned off by its setting, which is no reason for a warning
-            # (Scrapy's list of enabled pipelines shows it is off).
-            raise NotConfigured
-        assert crawler.stats is not None
-        pipeline = cls(
-            open_table(settings),
+    def from_settings(cls, settings: BaseSettings, table: WebTable | None = None) -> Self:
+        """The parser of *settings*, writing to *table* (the table they name by default)."""
+        return cls(
+            open_table(settings) if table is None else table,
             config=parse_config(settings),
             signature=signature(settings),
             skip_truncated=get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
             timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
             flush_size=get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
             item_content=get_bool(settings, "NUTCH_ITEM_CONTENT"),
-            stats=crawler.stats,
         )
-        crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
-        return pipeline
 
-    async def batch_fetched(self, batch_id: str, complete: bool) -> None:
-        """The batch's last page has come: write what is still held."""
-        await self._flush()
+    def count(self, key: str, n: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + n
 
-    async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, FetchedPage):
-            return item
-        parsed: Deferred[PageItem] = Deferred()
-        self._waiting.append((item, parsed))
-        self._work()
-        return await maybe_deferred_to_future(parsed)
+    def take(self) -> tuple[dict[str, int], str | None]:
+        """What was counted, and the store error met, since the last call."""
+        stats, self.stats = self.stats, {}
+        error, self.error = self.error, None
+        return stats, error
 
-    async def close_spider(self) -> None:
-        await self._flush()
-        await run_in_thread(self.table.close)
-
-    async def _flush(self) -> None:
-        """Write the parses held, after the pages waiting are parsed."""
-        flushed: Deferred[None] = Deferred()
-        self._flushes.append(flushed)
-        self._work()
-        await maybe_deferred_to_future(flushed)
-
-    def _work(self) -> None:
-        if not self._working:
-            self._working = True
-            deferred_from_coro(self._worker())
-
-    async def _worker(self) -> None:
-        """Parse the pages waiting, and write when asked or when enough are held, one thread at
-        a time, until nothing waits; then tell each waiter."""
-        try:
-            while self._waiting or self._flushes:
-                waiting, self._waiting = self._waiting, []
-                flushes, self._flushes = self._flushes, []
-                pages = [page for page, _ in waiting]
-                try:
-                    items = await run_in_thread(self._process, pages, bool(flushes))
-                except Exception as exc:  # noqa: BLE001 - each waiter gets it and raises it
-                    # A bug, not the store (whose errors _process counts): each item fails
-                    # with it, and Scrapy logs it.
-                    for _, parsed in waiting:
-                        parsed.errback(exc)
-                    for flushed in flushes:
-                        flushed.errback(exc)
-                    continue
-                for (_, parsed), item in zip(waiting, items, strict=True):
-                    parsed.callback(item)
-                for flushed in flushes:
-                    flushed.callback(None)
-        finally:
-            self._working = False
-
-    def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
+    def process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
         """Parse *pages* and return their items; write the parses held when *write* or when
-        there are *flush_size* (in a thread). When the rows cannot be read, the pages still
-        give their items (without score), but their parses are not written: ``nutchy parse ID
-        -resume`` parses those whose fetch was written, the others are fetched again."""
+        there are *flush_size*. When the rows cannot be read, the pages still give their items
+        (without score), but their parses are not written: ``nutchy parse ID -resume`` parses
+        those whose fetch was written, the others are fetched again."""
         stored: dict[str, WebPage] = {}
         readable = True
         if pages:
@@ -251,7 +197,7 @@ class NutchParsePipeline:
             markers={**(row.markers if row else {}), Mark.FETCH: fetched.batch_id},
         )
         if self.skip_truncated and is_truncated(page):
-            self.stats.inc_value("nutch/parse/skipped/truncated")
+            self.count("nutch/parse/skipped/truncated")
             return item
         config = self.config
         if self.timeout >= 0:
@@ -259,11 +205,11 @@ class NutchParsePipeline:
         result = parse_content(
             fetched.base_url or fetched.url, fetched.content, content_type, config
         )
-        self.stats.inc_value(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
+        self.count(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
         if fetched.truncated:
-            self.stats.inc_value("nutch/parse/truncated")  # parsed up to the cut
+            self.count("nutch/parse/truncated")  # parsed up to the cut
         if result.outlinks_cut:
-            self.stats.inc_value("nutch/parse/outlinks_cut")
+            self.count("nutch/parse/outlinks_cut")
         change = parse_change(page, result, self.signature)
         if keep:
             self._updates.append(
@@ -287,21 +233,135 @@ class NutchParsePipeline:
         except StoreError as exc:
             self._not_written(len(updates), exc)
         except Exception:
-            self.stats.inc_value("nutch/store/put_error", len(updates))
+            self.count("nutch/store/put_error", len(updates))
             logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})
 
     def _not_written(self, count: int, exc: StoreError) -> None:
-        """The parse of *count* pages was not written because of *exc*: counted, and said once
-        (the store's message names it; a store gone away fails every write after)."""
-        self.stats.inc_value("nutch/store/put_error", count)
-        self.stats.inc_value("nutch/parse/not_written", count)
-        if not self._store_error_logged:
+        """The parse of *count* pages was not written because of *exc*: counted, and kept."""
+        self.count("nutch/store/put_error", count)
+        self.count("nutch/parse/not_written", count)
+        if self.error is None:
+            self.error = f"{count} {exc!s}"
+
+
+class NutchParsePipeline:
+    """Parses every :class:`FetchedPage`, writes title, text, outlinks, signature, parse status
+    and the parse mark (see docs/parse.md), and returns the page as a
+    :class:`~nutchy.items.PageItem` (:class:`~nutchy.items.PageContentItem` with *item_content*),
+    so that the pipelines after it and the feed exports see the parsed page. Other items pass
+    through untouched.
+
+    Parsing never runs on the reactor: with a *process* (``NUTCH_FETCHER_PARSE_PROCESS``, a
+    :class:`~nutchy._parsework.ParseProcess`), in a process of its own, on another core; else in
+    a thread of this process. The pages that arrive while a parse is under way are parsed
+    together in the next one, with one read of their rows (for the signature move and the
+    score). The writes are buffered, and written every *flush_size* pages, when a batch has been
+    fetched, and on close (by :class:`PageParser`).
+    """
+
+    def __init__(
+        self, parser: PageParser, *, stats: StatsCollector, process: ParseProcess | None = None
+    ) -> None:
+        self.parser = parser
+        self.table = parser.table
+        self.stats = stats
+        self.process = process
+        self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
+        self._flushes: list[Deferred[None]] = []
+        self._working = False
+        self._store_error_logged = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        if not get_bool(settings, "NUTCH_FETCHER_PARSE"):
+            # Without a message: turned off by its setting, which is no reason for a warning
+            # (Scrapy's list of enabled pipelines shows it is off).
+            raise NotConfigured
+        assert crawler.stats is not None
+        process = None
+        if get_bool(settings, "NUTCH_FETCHER_PARSE_PROCESS"):
+            from nutchy._parsework import ParseProcess
+
+            process = ParseProcess.start(settings)
+        pipeline = cls(PageParser.from_settings(settings), stats=crawler.stats, process=process)
+        crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
+        return pipeline
+
+    async def batch_fetched(self, batch_id: str, complete: bool) -> None:
+        """The batch's last page has come: write what is still held."""
+        await self._flush()
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, FetchedPage):
+            return item
+        parsed: Deferred[PageItem] = Deferred()
+        self._waiting.append((item, parsed))
+        self._work()
+        return await maybe_deferred_to_future(parsed)
+
+    async def close_spider(self) -> None:
+        await self._flush()
+        if self.process is not None:
+            await run_in_thread(self.process.close)
+        await run_in_thread(self.table.close)
+
+    async def _flush(self) -> None:
+        """Write the parses held, after the pages waiting are parsed."""
+        flushed: Deferred[None] = Deferred()
+        self._flushes.append(flushed)
+        self._work()
+        await maybe_deferred_to_future(flushed)
+
+    def _work(self) -> None:
+        if not self._working:
+            self._working = True
+            deferred_from_coro(self._worker())
+
+    async def _worker(self) -> None:
+        """Parse the pages waiting, and write when asked or when enough are held, one parse at
+        a time, until nothing waits; then tell each waiter."""
+        try:
+            while self._waiting or self._flushes:
+                waiting, self._waiting = self._waiting, []
+                flushes, self._flushes = self._flushes, []
+                pages = [page for page, _ in waiting]
+                try:
+                    items = await run_in_thread(self._process, pages, bool(flushes))
+                except Exception as exc:  # noqa: BLE001 - each waiter gets it and raises it
+                    # A bug, not the store (whose errors the parser counts): each item fails
+                    # with it, and Scrapy logs it.
+                    for _, parsed in waiting:
+                        parsed.errback(exc)
+                    for flushed in flushes:
+                        flushed.errback(exc)
+                    continue
+                for (_, parsed), item in zip(waiting, items, strict=True):
+                    parsed.callback(item)
+                for flushed in flushes:
+                    flushed.callback(None)
+        finally:
+            self._working = False
+
+    def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
+        """Parse *pages* and return their items, writing as :meth:`PageParser.process` does, in
+        the parse process or here (in a thread); count what was done."""
+        if self.process is not None:
+            items, stats, error = self.process.parse(pages, write)
+        else:
+            items = self.parser.process(pages, write)
+            stats, error = self.parser.take()
+        for key, n in stats.items():
+            self.stats.inc_value(key, n)
+        if error is not None and not self._store_error_logged:
             self._store_error_logged = True
+            count, _, message = error.partition(" ")
             logger.error(
-                "Cannot write the parse of %(n)d pages (left unparsed, for nutchy parse ID"
+                "Cannot write the parse of %(n)s pages (left unparsed, for nutchy parse ID"
                 " -resume; the next are counted in nutch/parse/not_written): %(error)s",
-                {"n": count, "error": exc},
+                {"n": count, "error": message},
             )
+        return items
 
 
 class NutchDbUpdatePipeline:

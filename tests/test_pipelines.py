@@ -23,7 +23,14 @@ from nutchy.testing.hbase_server import HBaseThriftServer
 
 
 def crawler(tmp_path, **settings):
-    values = {"ADDONS": {NutchAddon: 0}, "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"), **settings}
+    """A crawler whose parse pipeline parses in a thread (the parse process has its tests
+    below), unless *settings* say otherwise."""
+    values = {
+        "ADDONS": {NutchAddon: 0},
+        "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"),
+        "NUTCH_FETCHER_PARSE_PROCESS": False,
+        **settings,
+    }
     return get_crawler(settings_dict=values)
 
 
@@ -146,6 +153,86 @@ def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, capl
     assert c.stats.get_value("nutch/parse/not_written") == 3
     assert c.stats.get_value("nutch/store/put_error") == 3
     pipeline.table.close()
+
+
+@pytest.mark.slow
+def test_the_parse_process_says_once_that_the_store_is_gone(tmp_path, caplog):
+    server = HBaseThriftServer()
+    server.start()
+    c = hbase_crawler(
+        tmp_path, server, NUTCH_STORAGE_CRAWL_ID="gone", NUTCH_FETCHER_PARSE_PROCESS=True
+    )
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    try:
+        pipeline.table.create()
+        server.stop()
+        with caplog.at_level(logging.ERROR):
+            items = pipeline._process([fetched("http://a.example/", b"<title>A</title>")], True)
+            pipeline._process([fetched("http://a.example/b", b"<title>B</title>")], True)
+    finally:
+        pipeline.process.close()
+        pipeline.table.close()
+    assert items[0]["title"] == "A"
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    assert "Cannot write the parse of 1 pages" in errors[0]
+    assert f"127.0.0.1:{server.port}" in errors[0]
+    assert c.stats.get_value("nutch/parse/not_written") == 2
+    assert pipeline.process.process.returncode == 0
+
+
+PAGES = [
+    (
+        "http://a.example/",
+        b"<title>A</title><p>Hello</p><a href='/b'>b</a><a href='//c.example/'>c",
+    ),
+    ("http://a.example/b", b"<title>B</title><meta name='robots' content='nofollow'><a href=x>x"),
+    ("http://a.example/t", b"<title>T</title>"),  # truncated: not parsed
+    ("http://a.example/r", b'<meta http-equiv="refresh" content="0; url=/next">'),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["embedded", "hbase"])
+def test_the_parse_process_writes_the_rows_and_items_the_thread_writes(tmp_path, request, backend):
+    """The same pages, on two tables of the same rows: parsed in a thread and in the parse
+    process, they give the same cells (every column of every row) and the same items."""
+    results = []
+    for name, in_process in (("thread", False), ("process", True)):
+        if backend == "embedded":
+            where = {"NUTCH_CRAWL_DIR": str(tmp_path / name)}
+        else:
+            where = {**request.getfixturevalue("hbase_settings"), "NUTCH_STORAGE_CRAWL_ID": name}
+        c = crawler(tmp_path, NUTCH_FETCHER_PARSE_PROCESS=in_process, **where)
+        c.stats.open_spider()
+        pipeline = build_from_crawler(NutchParsePipeline, c)
+        try:
+            pipeline.table.create()
+            pipeline.table.put(
+                WebPage(reverse_url(PAGES[0][0]), signature=b"old", score=1.5),
+                ["signature", "score"],
+            )
+            pages = [fetched(url, body) for url, body in PAGES]
+            pages[2].truncated = True
+            items = pipeline._process(pages[:2], write=False)  # held...
+            items += pipeline._process(pages[2:], write=True)  # ...then written with these
+            if pipeline.process is not None:
+                pipeline.process.close()
+            rows = dict(pipeline.table.store.scan())
+            if backend == "hbase":
+                pipeline.table.store.drop()
+        finally:
+            pipeline.table.close()
+        results.append((rows, [dict(item) for item in items], c.stats.get_stats()))
+    (rows, items, stats), (rows_p, items_p, stats_p) = results
+    assert len(rows) == 3  # the pages parsed (the first had a row); the truncated one not
+    assert rows_p == rows
+    assert items_p == items
+    assert items[0]["score"] == 1.5 and items[0]["title"] == "A"
+    counted = {k: v for k, v in stats.items() if k.startswith("nutch/")}
+    assert {k: v for k, v in stats_p.items() if k.startswith("nutch/")} == counted
+    assert counted["nutch/parse/skipped/truncated"] == 1
 
 
 def test_an_updatedb_the_store_fails_says_what_to_run_and_fails_the_batch(tmp_path, caplog):

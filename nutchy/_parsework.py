@@ -1,0 +1,209 @@
+"""The parse process: the fetch's parse (``NUTCH_FETCHER_PARSE``) on another core.
+
+``html.parser``, link selection and the signature hold the GIL for milliseconds a page. Run in a
+thread of the fetch's process, they take turns with Scrapy's reactor for one core, and the fetch
+waits for the parse. :class:`ParseProcess` runs the parse in a process of its own,
+``python -m nutchy._parsework``, started with the fetch: the fetch's process sends it the pages
+(:class:`~nutchy.pipelines.FetchedPage`, content as bytes) through a pipe, and gets back their
+items and what was counted. The process opens the table itself from the ``NUTCH_*`` settings it
+is given, as a task of ``-numTasks`` does (:mod:`nutchy.jobs._regions`), reads the pages' rows,
+and writes their parse columns as the pipeline in a thread does
+(:class:`~nutchy.pipelines.PageParser`: every ``NUTCH_FETCHER_FLUSH_SIZE`` pages, at the end of
+a batch and on close).
+
+It ignores Ctrl-C (the fetch's process, which gets it too, shuts down and closes it) and ends
+when its input ends. When the fetch's process dies without closing it, the parses it held are
+not written, as they would not be in a thread: ``nutchy parse ID -resume`` parses those pages.
+
+Messages are pickles, one after the other, on the child's standard input and output: first the
+settings (a dict), then ``("parse", pages, write)`` answered by ``("ok", items, stats, error)``
+(or ``("failed", text)``), and ``("close",)``, answered once the table is closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
+
+from nutchy.exceptions import StoreError
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+    from nutchy.items import PageItem
+    from nutchy.pipelines import FetchedPage
+    from nutchy.store.table import WebTable
+
+__all__ = ["ParseProcess"]
+
+#: Seconds the fetch's process waits for the parse process to end once it is closed.
+CLOSE_TIMEOUT = 30.0
+
+
+class ParseProcess:
+    """The parse process (see the module docstring), running as *process*.
+
+    One call at a time: :meth:`parse` and :meth:`close` block (the pipeline calls them in a
+    thread, one after the other).
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+
+    @classmethod
+    def start(cls, settings: BaseSettings) -> ParseProcess:
+        """Start the process and send it the ``NUTCH_*`` settings of *settings*."""
+        values = {
+            name: value
+            for name, value in settings.copy_to_dict().items()
+            if name.startswith("NUTCH_")
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nutchy._parsework"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        started = cls(process)
+        try:
+            started._send(values)
+        except BaseException:
+            started.kill()
+            raise
+        return started
+
+    def parse(
+        self, pages: list[FetchedPage], write: bool
+    ) -> tuple[list[PageItem], dict[str, int], str | None]:
+        """Parse *pages* (and write what is held when *write*) in the process: their items,
+        the stats counted and the store error met (see
+        :meth:`~nutchy.pipelines.PageParser.take`)."""
+        self._send(("parse", pages, write))
+        answer = self._receive()
+        if answer[0] != "ok":
+            raise RuntimeError(f"the parse process failed: {answer[1]}")
+        _, items, stats, error = answer
+        return items, stats, error
+
+    def close(self) -> None:
+        """Have the process close the table and end; wait for it."""
+        try:
+            self._send(("close",))
+            self._receive()
+        except (OSError, EOFError, RuntimeError):
+            pass  # gone already: nothing to close
+        finally:
+            assert self.process.stdin is not None
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+            try:
+                self.process.wait(CLOSE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            assert self.process.stdout is not None
+            self.process.stdout.close()
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+    def _send(self, message: object) -> None:
+        assert self.process.stdin is not None
+        pickle.dump(message, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        self.process.stdin.flush()
+
+    def _receive(self) -> Any:
+        assert self.process.stdout is not None
+        try:
+            return pickle.load(self.process.stdout)
+        except EOFError:
+            code = self.process.wait()
+            raise RuntimeError(f"the parse process ended with exit code {code}") from None
+
+
+class _Unreachable:
+    """The table, when the store could not be opened: every read and write fails with *error*."""
+
+    def __init__(self, error: StoreError) -> None:
+        self.error = error
+
+    def get_many(self, *args: object) -> NoReturn:
+        raise self.error
+
+    def write(self, *args: object) -> NoReturn:
+        raise self.error
+
+    def close(self) -> None:
+        pass
+
+
+def serve(source: IO[bytes], sink: IO[bytes]) -> None:
+    """Answer the messages read from *source* on *sink* until *source* ends or says close."""
+    from nutchy.config import load_settings
+    from nutchy.pipelines import PageParser
+    from nutchy.store import open_table
+
+    settings = load_settings(pickle.load(source), project=False)
+    try:
+        table = open_table(settings)
+    except StoreError as exc:
+        # Each parse then counts its pages as not written, and says why once, as a store gone
+        # away does to the pipeline in a thread.
+        table = cast("WebTable", _Unreachable(exc))
+    parser = PageParser.from_settings(settings, table)
+    closed = False
+    try:
+        while True:
+            try:
+                message = pickle.load(source)
+            except EOFError:
+                return  # the fetch's process is gone: what is held is not written
+            if message[0] == "close":
+                parser.process([], write=True)
+                parser.table.close()
+                closed = True
+                pickle.dump(("closed",), sink)
+                sink.flush()
+                return
+            _, pages, write = message
+            try:
+                items = parser.process(pages, write)
+            except Exception as exc:
+                logging.getLogger(__name__).exception("Cannot parse %d pages", len(pages))
+                answer: tuple[Any, ...] = ("failed", f"{type(exc).__name__}: {exc}")
+            else:
+                answer = ("ok", items, *parser.take())
+            pickle.dump(answer, sink, protocol=pickle.HIGHEST_PROTOCOL)
+            sink.flush()
+    finally:
+        if not closed:
+            parser.table.close()
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
+    )
+    source = sys.stdin.buffer
+    # Only the answers go to the pipe: anything printed goes to standard error.
+    sink = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        serve(source, sink)
+    except BrokenPipeError:
+        return 0  # the fetch's process is gone
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
