@@ -669,38 +669,26 @@ def run_commands(
 
 
 _ROUND = re.compile(r"[Rr]ound (\d+)(?: of \d+)?: batch (\S+), (\d+) URLs")
-_PARSED = re.compile(r"round (\d+): \d+ pages parsed")
-_CLOSED = re.compile(r"Spider closed \(")
-_UPDATED = re.compile(r"Updated batch \S+ in ([\d.]+) s")
+_PHASE = re.compile(r"nutchy crawl: round \d+: (fetch|parse|updatedb): ")
 
 
 def phases(lines: list[tuple[float, str]]) -> dict[str, float]:
-    """Seconds in start + inject (Python, imports, the seeds), generate, fetch (the child, from
-    its start to its spider's closing line, less the time its updatedb pipeline logs) and parse +
-    updatedb (from there to the round's last line), summed over rounds, read from the times the
-    ``nutchy crawl`` log lines arrived."""
+    """Seconds in start + inject (Python, imports, the seeds), generate, fetch, parse (what the
+    fetch left) and updatedb, summed over rounds, read from the times the ``nutchy crawl`` log
+    lines arrived."""
     spent: Counter[str] = Counter()
     last = 0.0
     for t, line in lines:
+        phase = _PHASE.search(line)
         if "nutchy crawl: inject: " in line:
             spent["start + inject"] += t - last
-            last = t
-        elif _ROUND.search(line):
-            spent["generate"] += t - last
-            last = t
-        elif _CLOSED.search(line):
-            spent["fetch"] += t - last
-            last = t
-        elif _PARSED.search(line):
-            spent["parse + updatedb"] += t - last
-            last = t
-        elif "stopped, " in line:
-            spent["generate"] += t - last  # the last generate, which selected nothing
-            last = t
-        updated = _UPDATED.search(line)
-        if updated:  # the updatedb pipeline, inside the fetch child
-            spent["fetch"] -= float(updated.group(1))
-            spent["updatedb in the fetch"] += float(updated.group(1))
+        elif _ROUND.search(line) or "stopped, " in line:
+            spent["generate"] += t - last  # "stopped": the last generate, which found nothing
+        elif phase:
+            spent[phase.group(1)] += t - last
+        else:
+            continue
+        last = t
     spent["other"] = (lines[-1][0] if lines else 0.0) - sum(spent.values())
     return dict(spent)
 

@@ -17,6 +17,7 @@ re-running the command starts: that one finishes the batch.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nutchy.config import load_settings
 
@@ -32,12 +33,25 @@ from nutchy.config import load_settings
 #: (NUTCH_WARC_ENABLED) could not be written.
 FAILURE_STATS = ("nutch/store/put_error", "nutch/fetch/read_error", "nutch/warc/write_error")
 
+if TYPE_CHECKING:
+    from nutchy.spiders import NutchSpider
+
+#: The batch argument of a long-lived fetch (``-rounds``): none, the batches come on stdin.
+ROUNDS = "-rounds"
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    rounds_fd = None
+    if args[:1] == ["-rounds"] and 2 <= len(args) <= 3 and args[1].isdigit():
+        # The batches come one at a time on stdin (nutchy._fetchrounds).
+        rounds_fd = int(args[1])
+        args = [ROUNDS, *args[2:]]
     if not 1 <= len(args) <= 3:
         print(
-            "usage: python -m nutchy._fetchrun BATCH [SETTINGS_JSON [PARTITION]]", file=sys.stderr
+            "usage: python -m nutchy._fetchrun BATCH [SETTINGS_JSON [PARTITION]]\n"
+            "       python -m nutchy._fetchrun -rounds FD [SETTINGS_JSON]",
+            file=sys.stderr,
         )
         return 2
     _die_with_parent()
@@ -47,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     overrides = json.loads(args[1]) if len(args) >= 2 else {}
     partition = args[2] if len(args) == 3 else None
+    spider: type[NutchSpider] = NutchSpider
+    spider_args: dict[str, Any] = {"batch": args[0], "partition": partition}
+    if rounds_fd is not None:
+        spider = _parent_driven(rounds_fd)
+        spider_args = {}
     settings = load_settings(overrides)
     settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
     if "LOG_LEVEL" not in overrides:
@@ -56,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # nutchy crawl said it once, not once a round.
     settings.set("NUTCH_HTTP_AGENT_CONTACT_WARNING", False, "cmdline")
     process = CrawlerProcess(settings)
-    crawler = process.create_crawler(NutchSpider)
-    process.crawl(crawler, batch=args[0], partition=partition)
+    crawler = process.create_crawler(spider)
+    process.crawl(crawler, **spider_args)
     process.start()
     # As scrapy crawl: a crawl that could not start (bad settings, no table...) fails.
     if process.bootstrap_failed:
@@ -93,6 +112,19 @@ def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(1)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _parent_driven(fd: int) -> type[NutchSpider]:
+    """The ``nutch`` spider fetching the batches read on stdin, reporting on *fd*."""
+    from nutchy._fetchrounds import ParentRounds
+    from nutchy.spiders import NutchSpider
+
+    driver = functools.partial(
+        ParentRounds,
+        commands=sys.stdin,
+        reports=open(fd, "w", encoding="utf-8"),  # noqa: SIM115
+    )
+    return type("NutchSpider", (NutchSpider,), {"nutch_round_driver": staticmethod(driver)})
 
 
 def _write_report(stats: dict[str, Any]) -> None:

@@ -87,6 +87,13 @@ class RoundDriver:
         self.log_round(job, batch_id, selected)
         return dataclasses.replace(job, batch_id=batch_id)
 
+    def goes_on(self, job: FetchJob, *, complete: bool) -> bool:
+        """Whether a batch follows *job*'s, which ended well (not stopped, no failure);
+        *complete* says whether this crawl fetched every row of it. Here: when the crawl
+        generates its batches and fetched this one whole (:meth:`next_batch` may still find
+        none)."""
+        return complete and job.generates
+
     def more_rounds(self, job: FetchJob, done: int) -> bool:
         """Whether a round may follow the *done* rounds of *job* (said when not)."""
         if done >= job.rounds:

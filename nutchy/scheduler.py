@@ -394,8 +394,11 @@ class NutchScheduler:
                     partition_seed=partition_seed,
                 )
 
+            # A spider may bring its own driver (nutchy crawl's long-lived fetch process).
+            driver = getattr(crawler.spider, "nutch_round_driver", None) or RoundDriver
+
             def rounds(table: WebTable, frontier: Frontier) -> RoundDriver:
-                return RoundDriver(table, **round_args)
+                return driver(table, **round_args)
 
         def close_spider(reason: str) -> object:
             return deferred_from_coro(engine.close_spider_async(reason=reason))
@@ -1172,7 +1175,8 @@ class NutchScheduler:
             # The crawl's finish reason says it, where scrapy crawl's exit code cannot (a
             # scrapyd job's log ends with it); nutchy crawl's fetch child exits with 1.
             reason = "nutch_store_error"
-        if complete and reason == "finished" and job.generates:
+        ended_well = not self._stopped and not self._closing and reason == "finished"
+        if ended_well and self._rounds.goes_on(job, complete=complete):
             next_job = await self._rounds.next_batch(job)
             if next_job is not None:
                 await self._start_batch(next_job)

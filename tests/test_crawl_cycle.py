@@ -3,6 +3,7 @@ loopback site; STOP files and running out of URLs end it."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 
@@ -13,7 +14,7 @@ from nutchy.cli import main
 from nutchy.config import load_settings
 from nutchy.core.status import CrawlStatus
 from nutchy.exceptions import StoreError
-from nutchy.jobs.crawl import crawl, start_fetch_in_child
+from nutchy.jobs.crawl import FetchProcesses, crawl, long_lived, start_fetch_in_child
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
 
@@ -288,6 +289,51 @@ def test_a_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(tmp_path, m
         marks = {p.url: p.markers.get("_gnmrk_") for p in table.scan()}
     # round 2's rows still carry its generate mark: updatedb did not run on the cut batch
     assert marks[f"{site}/a"] == marks[f"{site}/b"] == batch
+
+
+def test_a_long_lived_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(
+    tmp_path, monkeypatch
+):
+    # One fetch process for every round (FetchProcesses, nutchy crawl's default): SIGTERM
+    # reaches it when round 2 asks for /a; it shuts down gracefully and exits 1, and the crawl
+    # stops with round 2's batch generated and not updated, as when a child per round is stopped.
+    processes = FetchProcesses()
+
+    def stop_the_fetch(path: str) -> None:
+        if path == "/a":
+            processes.processes[0].send_signal(signal.SIGTERM)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    lines = []
+    with graph_site(GRAPH, on_request=stop_the_fetch) as server, contextlib.closing(processes):
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        (tmp_path / "seeds.txt").write_text(f"{site}/\n", encoding="utf-8")
+        report = crawl_with(tmp_path, processes, lines, rounds=5)
+        assert len(processes.processes) == 1  # round 1 and round 2 in the same process
+    assert len(report.batches) == 2
+    batch = report.batches[1]
+    assert report.stopped == f"the fetch of batch {batch} failed (exit code 1)"
+    assert report.rounds[0].statuses == {"SUCCESS": 1}  # round 1's own fetch, from its report
+    assert f"round 2: batch {batch} is left for {left_for(batch)}" in lines
+    assert not any(line.startswith("round 2: ") and "parsed" in line for line in lines)
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(tmp_path / "crawl")}, project=False)
+    with open_table(settings) as table:
+        marks = {p.url: p.markers.get("_gnmrk_") for p in table.scan()}
+    assert marks[f"{site}/a"] == marks[f"{site}/b"] == batch
+    assert marks[f"{site}/"] is None  # round 1 was updated
+
+
+def test_a_fetch_limit_per_round_keeps_a_fetch_process_per_round():
+    # Scrapy counts these per process: each round's fetch must have its own to get its own.
+    assert long_lived(load_settings({}, project=False))
+    for name, value in (
+        ("NUTCH_FETCHER_TIMELIMIT_MINS", "5"),
+        ("NUTCH_FETCHER_TIMELIMIT_MINS", "0"),
+        ("CLOSESPIDER_PAGECOUNT", "1"),
+        ("CLOSESPIDER_TIMEOUT", "0.5"),
+    ):
+        assert not long_lived(load_settings({name: value}, project=False)), name
 
 
 def test_ctrl_c_during_a_crawl_names_the_batch_left_and_exits_130(crawl_dir, monkeypatch, capsys):

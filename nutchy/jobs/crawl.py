@@ -165,6 +165,132 @@ def start_child(command: list[str]) -> ChildFetch:
     return ChildFetch(process, report)
 
 
+class FetchProcesses:
+    """Long-lived fetch processes, one per partition: ``python -m nutchy._fetchrun -rounds``
+    (:mod:`nutchy._fetchrounds`), started with *overrides* at their first batch and kept for
+    the whole crawl, so that a round pays no Scrapy start-up and keeps what the last one learned
+    of the hosts (robots.txt, Crawl-delay, last fetch times, DNS). Called as a
+    :data:`StartFetch`, it gives a process its next batch (partition *k* to process *k*) and
+    returns what waits for the batch's end: a :class:`FetchRun` with the stats of that batch
+    alone, or, if the process ended instead, its exit code (1 for 0: the batch was not fetched)
+    and the stats it left. A batch given other settings than the processes' (*overrides*, by
+    default those of the first batch) is fetched by a child of its own. :meth:`close` ends
+    them."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+        #: the settings of the long-lived processes (None: those of the first batch)
+        self.overrides = overrides
+        self._children: dict[int, tuple[subprocess.Popen[bytes], Any, Path]] = {}
+        #: each process's stats at the end of its last batch
+        self._seen: dict[int, dict[str, Any]] = {}
+
+    def __call__(
+        self, batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
+    ) -> Callable[[], FetchRun]:
+        if self.overrides is None:
+            self.overrides = dict(overrides)
+        if dict(overrides) != dict(self.overrides):
+            # A fetch with other settings (the resume of a batch a killed crawl left): a child
+            # of its own, as without long-lived processes.
+            return start_fetch_in_child(batch_id, overrides, partition)
+        k = 0 if partition is None else int(partition.partition("/")[0])
+        if k not in self._children:
+            self._children[k] = self._start(overrides)
+        process, _reports, _ = self._children[k]
+        assert process.stdin is not None
+        try:
+            process.stdin.write(json.dumps({"batch": batch_id, "partition": partition}).encode())
+            process.stdin.write(b"\n")
+            process.stdin.flush()
+        except OSError:
+            pass  # the process is gone: waiting says how it ended
+        return functools.partial(self._wait, k)
+
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """The processes started so far."""
+        return [process for process, _, _ in self._children.values()]
+
+    def _start(self, overrides: Mapping[str, Any]) -> tuple[subprocess.Popen[bytes], Any, Path]:
+        read, write = os.pipe()
+        handle, name = tempfile.mkstemp(prefix="nutchy-fetch-", suffix=".json")
+        os.close(handle)
+        command = [
+            *(sys.executable, "-m", "nutchy._fetchrun", "-rounds", str(write)),
+            json.dumps(dict(overrides)),
+        ]
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                pass_fds=(write,),
+                env={**os.environ, REPORT_ENV: name, PARENT_ENV: str(os.getpid())},
+            )
+        except BaseException:
+            os.close(read)
+            Path(name).unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(write)
+        return process, open(read, encoding="utf-8"), Path(name)
+
+    def _wait(self, k: int) -> FetchRun:
+        process, reports, report = self._children[k]
+        line = reports.readline()
+        if line:
+            stats = json.loads(line)["stats"]
+            return FetchRun(0, self._since(k, stats))
+        code = process.wait()
+        try:
+            stats = json.loads(report.read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError):  # a child that could not start wrote nothing
+            stats = {}
+        return FetchRun(code or 1, self._since(k, stats if isinstance(stats, dict) else {}))
+
+    def _since(self, k: int, stats: dict[str, Any]) -> dict[str, Any]:
+        """*stats* less the numbers process *k* had at the end of its last batch."""
+        before, self._seen[k] = self._seen.get(k, {}), stats
+        return {
+            key: value - before.get(key, 0)
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else value
+            for key, value in stats.items()
+        }
+
+    def close(self) -> None:
+        """End the processes (no more batches) and wait for them."""
+        for process, reports, report in self._children.values():
+            try:
+                assert process.stdin is not None
+                process.stdin.close()
+            except OSError:
+                pass
+            process.wait()
+            reports.close()
+            report.unlink(missing_ok=True)
+        self._children.clear()
+
+
+def long_lived(settings: BaseSettings) -> bool:
+    """Whether ``nutchy crawl`` fetches its rounds in long-lived processes: unless a limit
+    that Scrapy counts per process (``NUTCH_FETCHER_TIMELIMIT_MINS``, Scrapy's
+    ``CLOSESPIDER_*``) must hold for each round's fetch, which then gets a process of its
+    own."""
+    if settings.getfloat("NUTCH_FETCHER_TIMELIMIT_MINS") >= 0:
+        return False
+    return not any(
+        settings.getfloat(name)
+        for name in (
+            "CLOSESPIDER_TIMEOUT",
+            "CLOSESPIDER_ITEMCOUNT",
+            "CLOSESPIDER_PAGECOUNT",
+            "CLOSESPIDER_ERRORCOUNT",
+            "CLOSESPIDER_TIMEOUT_NO_ITEM",
+            "CLOSESPIDER_PAGECOUNT_NO_ITEM",
+        )
+    )
+
+
 def fetch_in_child(
     batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
 ) -> int:
@@ -182,7 +308,7 @@ def crawl(
     overrides: Mapping[str, Any],
     add_days: int = 0,
     num_fetchers: int = 1,
-    start_fetch: StartFetch = start_fetch_in_child,
+    start_fetch: StartFetch | None = None,
     log: Callable[[str], None] = print,
     verbose: bool = False,
 ) -> CrawlReport:
@@ -191,7 +317,9 @@ def crawl(
     Each round's generate selects the URLs due *add_days* days from now (``-adddays``) and splits
     them into *num_fetchers* partitions, fetched at once by as many children.
     *start_fetch* starts the fetch of a batch (of one partition ``k/K`` of it, or of all of it
-    for ``None``) and returns a function that waits for its exit code. The children log at
+    for ``None``) and returns a function that waits for its exit code; by default, long-lived
+    processes (:class:`FetchProcesses`) fetch every round, or a child each round's fetch when a
+    limit must hold for each (:func:`long_lived`). The children log at
     WARNING, without Scrapy's telnet console (:data:`QUIET_CHILD`), unless *verbose* or
     *overrides* say otherwise; each phase of each round is said in one line through *log*, and
     the rounds in a table at the end.
@@ -210,7 +338,10 @@ def crawl(
     generate_options = GenerateOptions.from_settings(
         settings, top_n=top_n, num_fetchers=num_fetchers
     )
-    with _metrics(settings) as metrics, open_table(settings) as table:
+    processes = FetchProcesses(overrides) if start_fetch is None and long_lived(settings) else None
+    start_fetch = start_fetch or processes or start_fetch_in_child
+    ending = contextlib.closing(processes) if processes else contextlib.nullcontext()
+    with _metrics(settings) as metrics, open_table(settings) as table, ending:
         if seeds:
             result = inject(table, seeds, inject_options, now=_now())
             report.injected = result.injected
