@@ -16,6 +16,7 @@ mark off rows that still wait for their fetch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -54,6 +55,7 @@ from nutchy.store.schema import RowUpdate, build_update
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Self
 
     from scrapy.crawler import Crawler
@@ -251,21 +253,28 @@ class NutchParsePipeline:
     so that the pipelines after it and the feed exports see the parsed page. Other items pass
     through untouched.
 
-    Parsing never runs on the reactor: with a *process* (``NUTCH_FETCHER_PARSE_PROCESS``, a
-    :class:`~nutchy._parsework.ParseProcess`), in a process of its own, on another core; else in
-    a thread of this process. The pages that arrive while a parse is under way are parsed
+    Parsing never runs on the reactor: with *start_process* (``NUTCH_FETCHER_PARSE_PROCESS``,
+    which starts a :class:`~nutchy._parsework.ParseProcess`), in a process of its own, on another
+    core, from the first page on; else in a thread of this process. The pages that arrive while a parse is under way are parsed
     together in the next one, with one read of their rows (for the signature move and the
     score). The writes are buffered, and written every *flush_size* pages, when a batch has been
     fetched, and on close (by :class:`PageParser`).
     """
 
     def __init__(
-        self, parser: PageParser, *, stats: StatsCollector, process: ParseProcess | None = None
+        self,
+        parser: PageParser,
+        *,
+        stats: StatsCollector,
+        start_process: Callable[[], ParseProcess] | None = None,
     ) -> None:
         self.parser = parser
         self.table = parser.table
         self.stats = stats
-        self.process = process
+        #: starts the parse process (at the first page: a crawl that never gets one, or that
+        #: cannot start, starts none)
+        self.start_process = start_process
+        self.process: ParseProcess | None = None
         self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
         self._flushes: list[Deferred[None]] = []
         self._working = False
@@ -279,12 +288,14 @@ class NutchParsePipeline:
             # (Scrapy's list of enabled pipelines shows it is off).
             raise NotConfigured
         assert crawler.stats is not None
-        process = None
+        start_process = None
         if get_bool(settings, "NUTCH_FETCHER_PARSE_PROCESS"):
             from nutchy._parsework import ParseProcess
 
-            process = ParseProcess.start(settings)
-        pipeline = cls(PageParser.from_settings(settings), stats=crawler.stats, process=process)
+            start_process = functools.partial(ParseProcess.start, settings)
+        pipeline = cls(
+            PageParser.from_settings(settings), stats=crawler.stats, start_process=start_process
+        )
         crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
         return pipeline
 
@@ -346,6 +357,8 @@ class NutchParsePipeline:
     def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
         """Parse *pages* and return their items, writing as :meth:`PageParser.process` does, in
         the parse process or here (in a thread); count what was done."""
+        if self.process is None and self.start_process is not None and pages:
+            self.process = self.start_process()
         if self.process is not None:
             items, stats, error = self.process.parse(pages, write)
         else:
