@@ -3,9 +3,9 @@
 ``html.parser``, link selection and the signature hold the GIL for milliseconds a page. Run in a
 thread of the fetch's process, they take turns with Scrapy's reactor for one core, and the fetch
 waits for the parse. :class:`ParseProcess` runs the parse in a process of its own,
-``python -m nutchy._parsework``, started at the first page fetched: the fetch's process sends it the pages
-(:class:`~nutchy.pipelines.FetchedPage`, content as bytes) through a pipe, and gets back their
-items and what was counted. The process opens the table itself from the ``NUTCH_*`` settings it
+``python -m nutchy._parsework``, started at the first page fetched: the fetch's process sends
+it the pages (:class:`~nutchy.pipelines.FetchedPage`, content as bytes) through a pipe, and
+gets back their items and what was counted. The process opens the table itself from the ``NUTCH_*`` settings it
 is given, as a task of ``-numTasks`` does (:mod:`nutchy.jobs._regions`), reads the pages' rows,
 and writes their parse columns as the pipeline in a thread does
 (:class:`~nutchy.pipelines.PageParser`: every ``NUTCH_FETCHER_FLUSH_SIZE`` pages, at the end of
