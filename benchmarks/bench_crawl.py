@@ -414,11 +414,15 @@ def crawl_plain(seeds_file: str, hosts_csv: str, concurrency: int, per_host: int
     }
 
 
-def crawl_floor(urls_file: str, concurrency: int, per_host: int) -> dict[str, Any]:
+def crawl_floor(
+    urls_file: str, concurrency: int, per_host: int, conditional: int = 1
+) -> dict[str, Any]:
     """The least a re-crawl costs in Scrapy: a plain ``Spider`` asks for every page of the site
     once, with ``If-Modified-Since``, and drops the 304 it gets; no link extraction, no
     persistence, and only the Scrapy components and settings the ``nutch`` spider keeps (its
-    ``SPIDER_DEFAULTS``, without its ``UNUSED_MIDDLEWARES``)."""
+    ``SPIDER_DEFAULTS``, without its ``UNUSED_MIDDLEWARES``). Without *conditional*, the same
+    spider downloads every page (200s) and drops it: what a first crawl costs Scrapy with no
+    parse, no link extraction and no table, the most pages/s any crawler in Scrapy reaches."""
     from scrapy import Request, Spider
 
     from nutchy.spiders import SPIDER_DEFAULTS, UNUSED_MIDDLEWARES
@@ -431,14 +435,15 @@ def crawl_floor(urls_file: str, concurrency: int, per_host: int) -> dict[str, An
 
         async def start(self) -> Any:
             for url in urls:
-                yield Request(url, headers={"If-Modified-Since": since}, dont_filter=True)
+                headers = {"If-Modified-Since": since} if conditional else {}
+                yield Request(url, headers=headers, dont_filter=True)
 
         def parse(self, response: Any) -> None:
             self.crawler.stats.inc_value(f"floor/{response.status}")  # DOWNLOADER_STATS is off
 
     left_out = {setting: dict.fromkeys(paths) for setting, paths in UNUSED_MIDDLEWARES.items()}
     stats = _run_spider(FloorSpider, concurrency, per_host, **SPIDER_DEFAULTS, **left_out)
-    return {"pages": stats.get("floor/304", 0)}
+    return {"pages": stats.get("floor/304" if conditional else "floor/200", 0)}
 
 
 def _run_spider(spider: type, concurrency: int, per_host: int, **settings: Any) -> dict[str, Any]:
@@ -886,12 +891,21 @@ def main(argv: list[str] | None = None) -> int:
             served = server_counts(ports) - before
             asked = json.loads(floor.stdout.strip().splitlines()[-1])["pages"]
             assert asked == served[304] == args.pages and not served[200], (asked, served)
+            before = server_counts(ports)
+            download = run_command(
+                child("floor", urls, args.concurrency, args.per_host, 0), work, log
+            )
+            served = server_counts(ports) - before
+            asked = json.loads(download.stdout.strip().splitlines()[-1])["pages"]
+            assert asked == served[200] == args.pages, (asked, served)
             results["plain"].append(
                 {
                     "seconds": plain.seconds,
                     "pages": got["pages"],
                     "rss": plain.rss_mb,
                     "floor": floor.seconds,
+                    "download": download.seconds,
+                    "download_cpu": download.cpu,
                     "cpu": plain.cpu,
                     "own_cpu": plain.own_cpu,
                     "server_cpu": plain_server,
@@ -901,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"round {round_ + 1}: plain {got['pages']} pages in {plain.seconds:.1f} s"
                 f" ({got['pages'] / plain.seconds:.0f}/s; Scrapy's elapsed {got['elapsed']:.1f} s),"
                 f" peak RSS {plain.rss_mb:.0f} MB, CPU {plain.cpu:.1f} s (server"
-                f" {plain_server:.1f} s); every page asked again, 304s, in"
+                f" {plain_server:.1f} s); every page downloaded, no parse, in {download.seconds:.1f} s"
+                f" (CPU {download.cpu:.1f} s); every page asked again, 304s, in"
                 f" {floor.seconds:.1f} s",
                 flush=True,
             )
@@ -1035,6 +1050,30 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         "1.00x",
         [
             per_round([x / p for x, p in zip(rates[n], plain_rate, strict=True)], 2)
+            for n in variants
+        ],
+    )
+    downloads = [r["pages"] / r["download"] for r in results["plain"]]
+    row(
+        "floor, a Spider downloading every page (no parse, no links, no table): its pages/s"
+        " over plain's; each crawl's pages/s over the floor's (per round)",
+        per_round([d / p for d, p in zip(downloads, plain_rate, strict=True)], 2),
+        [
+            per_round([x / d for x, d in zip(rates[n], downloads, strict=True)], 2)
+            for n in variants
+        ],
+    )
+    row(
+        "... its CPU time, s; the crawls' CPU time over it",
+        med("plain", "download_cpu", 1),
+        [
+            per_round(
+                [
+                    r["cpu"] / p["download_cpu"]
+                    for r, p in zip(results[n], results["plain"], strict=True)
+                ],
+                1,
+            )
             for n in variants
         ],
     )
