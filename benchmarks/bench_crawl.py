@@ -541,6 +541,10 @@ VARIANTS = [
     _nutchy_crawl("-numFetchers", "2", name="nutchy crawl -numFetchers 2", default=True),
     # Scrapy's default CONCURRENT_ITEMS, which the nutch spider no longer uses (e11d199).
     _nutchy_crawl("-s", "CONCURRENT_ITEMS=100"),
+    # The parse in a thread of the fetch process, as before the parse process.
+    _nutchy_crawl("-s", "NUTCH_FETCHER_PARSE_PROCESS=False"),
+    # A time limit no fetch reaches: a fetch process per round, as before the long-lived one.
+    _nutchy_crawl("-s", "NUTCH_FETCHER_TIMELIMIT_MINS=1000"),
 ]
 
 
