@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
@@ -38,10 +38,11 @@ from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_change
 from nutchy.core.urls import InvalidURL, normalize_url, reverse_url
-from nutchy.exceptions import ConfigError
+from nutchy.exceptions import ConfigError, StoreError
 from nutchy.jobs import _settings
 from nutchy.resolver import AddressGuard
 from nutchy.store import open_table
+from nutchy.store.hosts import RobotsRecord, open_host_memory
 from nutchy.store.schema import build_update
 
 if TYPE_CHECKING:
@@ -198,9 +199,21 @@ class NutchSitemapSpider(SitemapSpider):
         for url in self.sitemap_urls:
             yield self._request(url, 0, None)
         if self.robots:
-            roots = await run_in_thread(self._roots)
-            self.crawler.stats.set_value("nutch/sitemap/hosts", len(roots))
+            roots, known = await run_in_thread(self._roots)
+            stats = self.crawler.stats
+            stats.set_value("nutch/sitemap/hosts", len(roots))
             for root in roots:
+                host = urlsplit(root).hostname
+                record = known.get(root.rstrip("/"))
+                if record is not None:
+                    # The fetch read this robots.txt lately (the crawl's shared host memory):
+                    # its Sitemap lines, without asking for it again.
+                    stats.inc_value("nutch/sitemap/robots_remembered")
+                    for url in self._robots_sitemaps(
+                        root + "robots.txt", record.status, record.body
+                    ):
+                        yield self._request(url, 0, host)
+                    continue
                 yield Request(
                     root + "robots.txt",
                     callback=self._parse_sitemap,
@@ -208,27 +221,43 @@ class NutchSitemapSpider(SitemapSpider):
                     meta={
                         "dont_obey_robotstxt": True,
                         "handle_httpstatus_all": True,
-                        META_ROBOTS_HOST: urlsplit(root).hostname,
+                        META_ROBOTS_HOST: host,
                     },
                 )
 
-    def _roots(self) -> list[str]:
-        """``scheme://host[:port]/`` of every row of the table, in key order."""
+    def _roots(self) -> tuple[list[str], dict[str, RobotsRecord]]:
+        """``scheme://host[:port]/`` of every row of the table, in key order, and the robots.txt
+        answers of their origins that the crawl's host memory holds and are not older than
+        ``NUTCH_HTTP_ROBOTS_EXPIRY``."""
         roots: list[str] = []
         seen: set[str] = set()
-        table = open_table(self.crawler.settings)
+        known: dict[str, RobotsRecord] = {}
+        settings = self.crawler.settings
+        table = open_table(settings)
         try:
             if not table.exists():
-                return roots
+                return roots, known
             for page in table.scan(("fetch_time", "status", "score"), skip_errors=True):
                 parts = urlsplit(page.url)
                 root = f"{parts.scheme}://{parts.netloc}/"
                 if root not in seen:
                     seen.add(root)
                     roots.append(root)
+            expiry = _settings.get_int(settings, "NUTCH_HTTP_ROBOTS_EXPIRY", 0)
+            oldest = int(time.time() * 1000) - expiry * 1000
+            memory = open_host_memory(table.store)
+            try:
+                origins = [root.rstrip("/") for root in roots]
+                for start in range(0, len(origins), 1000):
+                    answers = memory.robots(origins[start : start + 1000])
+                    known.update((o, r) for o, r in answers.items() if r.fetched >= oldest)
+            except StoreError as exc:
+                logger.warning("The crawl's robots.txt answers cannot be read (%s)", exc)
+            finally:
+                memory.close()
         finally:
             table.close()
-        return roots
+        return roots, known
 
     def _request(self, url: str, depth: int, robots_host: str | None) -> Request:
         return Request(
@@ -272,14 +301,19 @@ class NutchSitemapSpider(SitemapSpider):
         return ()
 
     def _from_robots(self, response: Response, host: str | None) -> Iterator[Request]:
+        for url in self._robots_sitemaps(response.url, response.status, response.body):
+            yield self._request(url, 0, host)
+
+    def _robots_sitemaps(self, robots_url: str, status: int, body: bytes) -> list[str]:
+        """The sitemaps a robots.txt answer names; ``/sitemap.xml`` when it names none (or is no
+        robots.txt) and ``NUTCH_SITEMAP_TRY_DEFAULT`` is on."""
         urls: list[str] = []
-        if response.status == 200:
-            urls = list(sitemap_urls_from_robots(response.body, base_url=response.url))
+        if status == 200:
+            urls = list(sitemap_urls_from_robots(body, base_url=robots_url))
         self.crawler.stats.inc_value("nutch/sitemap/robots_sitemaps", len(urls))
         if not urls and self.try_default:
-            urls = [response.urljoin("/sitemap.xml")]
-        for url in urls:
-            yield self._request(url, 0, host)
+            urls = [urljoin(robots_url, "/sitemap.xml")]
+        return urls
 
     def _from_index(
         self, url: str, reader: Sitemap, depth: int, robots_host: str | None

@@ -13,6 +13,7 @@ from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_chan
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
+from nutchy.store.hosts import RobotsRecord, open_host_memory
 from nutchy.store.table import WebTable
 from tests.sites import ServedPages, store_settings
 
@@ -297,3 +298,31 @@ def test_the_address_guard_keeps_sitemaps_off_refused_addresses(
     allowed = {"NUTCH_ADDRESS_GUARD_ENABLED": True, "NUTCH_ADDRESS_GUARD_ALLOW": "127.0.0.1"}
     assert _run(store, "-sitemapUrls", url, **allowed) == 0
     assert "/sitemap.xml" in site.asked
+
+
+@pytest.mark.slow
+def test_robots_txt_the_fetch_read_lately_names_the_sitemaps(site, embedded_store_factory, capsys):
+    store = embedded_store_factory()
+    root = site.root
+    site.add("/robots.txt", b"User-agent: *\nSitemap: /never-read.xml\n", "text/plain")
+    site.add("/remembered.xml", _urlset(f"{root}/r"))
+    table = WebTable(store)
+    table.create()
+    table.update(reverse_url(f"{root}/"), {"fetch_time": NOW, "score": 1.0})
+    memory = open_host_memory(store)
+    fresh = int(time.time() * 1000)
+    memory.keep_robots({root: RobotsRecord(fresh, 200, b"Sitemap: /remembered.xml\n")})
+    memory.close()
+    assert _run(store, "-robots") == 0
+    assert _count(capsys.readouterr().out, "new URLs") == 1
+    assert table.get(f"{root}/r") is not None
+    # The Sitemap lines of the crawl's answer, not of the server's robots.txt now (which the
+    # spider still reads once, to obey it).
+    assert "/remembered.xml" in site.asked and "/never-read.xml" not in site.asked
+    # An answer older than NUTCH_HTTP_ROBOTS_EXPIRY is asked again.
+    memory = open_host_memory(store)
+    memory.keep_robots({root: RobotsRecord(fresh - 2_000_000, 200, b"")})
+    memory.close()
+    site.asked.clear()
+    assert _run(store, "-robots", NUTCH_HTTP_ROBOTS_EXPIRY=1000) == 1  # it names no real one
+    assert "/never-read.xml" in site.asked
