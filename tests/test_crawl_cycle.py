@@ -291,6 +291,7 @@ def test_a_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(tmp_path, m
     assert marks[f"{site}/a"] == marks[f"{site}/b"] == batch
 
 
+@pytest.mark.slow
 def test_a_long_lived_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(
     tmp_path, monkeypatch
 ):
