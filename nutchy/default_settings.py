@@ -191,8 +191,9 @@ NUTCH_FETCHER_MIN_CRAWL_DELAY = -1.0
 # Whether pages are parsed during the fetch, by the parse item pipeline (Nutch: False).
 NUTCH_FETCHER_PARSE = True
 
-# (nutchy only) Whether a crawl indexes each batch it updated, by the index item pipeline, into
-# NUTCH_INDEX_WRITERS (see docs/index.md). Without it, run nutchy index ID after updatedb.
+# (nutchy only) Whether a crawl indexes each batch it updated into NUTCH_INDEX_WRITERS: scrapy
+# crawl nutch by the index item pipeline, nutchy crawl after each round's updatedb (see
+# docs/index.md). Without it, run nutchy index ID after updatedb.
 NUTCH_FETCHER_INDEX = False
 
 # (nutchy only) Whether that parse runs in a process of its own, fed the pages through a pipe, on

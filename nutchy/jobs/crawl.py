@@ -38,13 +38,15 @@ from nutchy.agent import contact_warning
 from nutchy.config import crawl_dir
 from nutchy.core.generate import new_batch_id
 from nutchy.core.status import Mark
-from nutchy.exceptions import StoreError
+from nutchy.exceptions import NutchError, StoreError
+from nutchy.index.chain import load_filters, load_writers
 from nutchy.jobs import _unfinished
 from nutchy.jobs._cycle import CUT_STATS, cut_summary, finish_batch, update_config
-from nutchy.jobs._settings import get_int
+from nutchy.jobs._settings import get_bool, get_int
 from nutchy.jobs.generate import GenerateOptions, generate
 from nutchy.jobs.history import record_round
 from nutchy.jobs.hostdb import describe_update, update_hostdb_of
+from nutchy.jobs.index import index
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.parse import ParseCounts
 from nutchy.jobs.updatedb import ReadAhead, read_ahead
@@ -55,6 +57,8 @@ from nutchy.store.schema import build_update
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+    from nutchy.index.chain import IndexingFilters
+    from nutchy.index.writers import IndexWriter
     from nutchy.store.table import WebTable
 
 logger = logging.getLogger(__name__)
@@ -299,6 +303,36 @@ def fetch_in_child(
     return start_fetch_in_child(batch_id, overrides, partition)().code
 
 
+def _indexing(settings: BaseSettings) -> tuple[IndexingFilters, list[IndexWriter]] | None:
+    """The indexing filters and writers each round indexes its batch with
+    (``NUTCH_FETCHER_INDEX``, docs/index.md), or ``None``."""
+    if not get_bool(settings, "NUTCH_FETCHER_INDEX"):
+        return None
+    return load_filters(settings), load_writers(settings)
+
+
+def _index_round(
+    table: WebTable,
+    batch_id: str,
+    indexing: tuple[IndexingFilters, list[IndexWriter]],
+    number: int,
+    log: Callable[[str], None],
+) -> None:
+    """Index the round's batch; a failure is said and the crawl goes on (the index is made from
+    the table, which holds all it needs: ``nutchy index ID`` does it later)."""
+    started = time.monotonic()
+    filters, writers = indexing
+    try:
+        counts = index(table, batch_id, filters=filters, writers=writers)
+    except NutchError as exc:
+        log(f"round {number}: index: failed: {exc}; once fixed: nutchy index {batch_id}")
+        return
+    log(
+        f"round {number}: index: {counts.indexed} indexed, {counts.deleted} deleted;"
+        f" {time.monotonic() - started:.1f} s"
+    )
+
+
 def crawl(
     settings: BaseSettings,
     seeds: Sequence[Path],
@@ -338,6 +372,7 @@ def crawl(
     generate_options = GenerateOptions.from_settings(
         settings, top_n=top_n, num_fetchers=num_fetchers
     )
+    indexing = _indexing(settings)
     processes = FetchProcesses(overrides) if start_fetch is None and long_lived(settings) else None
     start_fetch = start_fetch or processes or start_fetch_in_child
     ending = contextlib.closing(processes) if processes else contextlib.nullcontext()
@@ -478,6 +513,8 @@ def crawl(
                     # The host database's rules are on: the next generate reads this round.
                     hostdb, name = update_hostdb_of(table, settings, now=_now())
                     log(f"round {number}: updatehostdb: {describe_update(hostdb, name)}")
+                if indexing is not None:
+                    _index_round(table, batch_id, indexing, number, log)
                 record_round(
                     table,
                     settings,
