@@ -21,6 +21,7 @@ from nutchy.jobs.inject import InjectOptions, inject
 from nutchy.store import open_host_store
 from nutchy.store.embedded import EmbeddedStore
 from nutchy.store.schema import RowUpdate
+from nutchy.store.table import WebTable
 
 GOOD, BAD, DENY = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 DAY_MS = 86_400_000
@@ -213,3 +214,28 @@ def test_nutchy_crawl_keeps_away_from_a_failing_host(tmp_path, site, monkeypatch
         entries = dict(read_hosts(hosts))
     assert entries[BAD].consecutive_errors == 2 and entries[BAD].fetched == 2
     assert entries[GOOD].consecutive_errors == 0 and entries[GOOD].fetched == 1
+
+
+def test_bad_cells_are_skipped_and_counted(tmp_path):
+    """A row whose status does not decode is skipped and counted; a host row whose values are
+    not decimal numbers (written by hand, or by another tool) reads as zeros."""
+    web = EmbeddedStore(tmp_path / "webpage.sqlite")
+    hosts = EmbeddedStore(tmp_path / "host.sqlite", "host")
+    with web, hosts:
+        web.create()
+        table = WebTable(web)
+        web.write(
+            [
+                RowUpdate(b"com.a:http/1", puts={b"f:st": b"\x00\x02", b"s:s": b"\0\0\0\0"}),
+                RowUpdate(b"com.a:http/2", puts={b"f:st": (2).to_bytes(4, "big")}),
+                RowUpdate(b"no-colon", puts={b"f:st": (2).to_bytes(4, "big")}),
+            ]
+        )
+        result = update_hostdb(table, hosts, now=7)
+        assert (result.rows, result.undecodable, result.hosts) == (3, 2, 1)
+        assert dict(read_hosts(hosts))["a.com"].rows == 1
+        hosts.write(
+            [RowUpdate(b"com.b", puts={b"mtdt:nutchy.rows": b"many", b"mtdt:nutchy.odd": b"1"})]
+        )
+        stats = dict(read_hosts(hosts))["b.com"]
+        assert (stats.rows, stats.fetched, stats.mean_response_time) == (0, 0, None)
