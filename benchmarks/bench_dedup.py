@@ -12,8 +12,8 @@ signature), in the embedded store in a temporary folder, or in the HBase test se
 
 Then ``dedup`` runs in a child process, twice: the first run marks the duplicates, the second
 finds nothing to change (the scan, the sort and the merge alone). For each run the table prints
-the wall time, the rows read per second, the child's peak RSS (``ru_maxrss``) and how much the
-sort spilled to disk. ``--sort-rows`` is ``NUTCH_DEDUPLICATION_SORT_ROWS``: the entries the sort
+the wall time, the rows read per second, the child's peak RSS (``VmHWM``, its own since its
+exec) and how much the sort spilled to disk. ``--sort-rows`` is ``NUTCH_DEDUPLICATION_SORT_ROWS``: the entries the sort
 holds in memory at most, which bound the peak RSS whatever the table holds.
 """
 
@@ -40,8 +40,20 @@ REPO = Path(__file__).resolve().parent.parent
 TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 7)  # ~300 characters
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 from nutchy.config import load_settings
+
+
+def peak_rss_mb():
+    # VmHWM: this process's own peak since its exec. ru_maxrss would also count the peak of
+    # the process it was started from (Linux keeps it across exec).
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 from nutchy.jobs.dedup import DedupOptions, dedup
 from nutchy.store import open_table
 
@@ -57,7 +69,7 @@ print(json.dumps({
     "marked": result.counts.marked,
     "unchanged": result.counts.unchanged,
     "written": result.written,
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "rss_mb": peak_rss_mb(),
     "runs": result.sort.runs,
     "spilled_mb": result.sort.spilled_bytes / 2**20,
 }))
