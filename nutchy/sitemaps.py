@@ -43,10 +43,10 @@ from nutchy.jobs import _settings
 from nutchy.resolver import AddressGuard
 from nutchy.store import open_table
 from nutchy.store.hosts import RobotsRecord, open_host_memory
-from nutchy.store.schema import build_update
+from nutchy.store.schema import RowUpdate, build_update
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterable, Iterator
     from typing import Self
 
     from scrapy.crawler import Crawler
@@ -54,9 +54,10 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
+    from nutchy.core.sitemap import Made
     from nutchy.core.urlfilter import RegexURLFilter
     from nutchy.core.webpage import WebPage
-    from nutchy.store.schema import RowUpdate
+    from nutchy.store.schema import Cells
     from nutchy.store.table import WebTable
 
 __all__ = [
@@ -68,6 +69,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: Encoded new rows kept for reuse, by hints (lastmod, interval, priority).
+_TEMPLATES: Final = 4096
 #: Entries handed to the pipeline at a time.
 CHUNK: Final = 2000
 #: Meta keys of the spider's requests.
@@ -144,6 +147,9 @@ class NutchSitemapSpider(SitemapSpider):
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
         "DOWNLOAD_DELAY_JITTER": 0,
         "COOKIES_ENABLED": False,
+        # One chunk of entries at a time through the pipeline: the callback's generator is not
+        # read further meanwhile, so memory holds a chunk, whatever the sitemap's size.
+        "CONCURRENT_ITEMS": 1,
     }
 
     def __init__(
@@ -420,6 +426,7 @@ class NutchSitemapPipeline:
         self.crawler = crawler
         self._lock = threading.Lock()
         self._created = False
+        self._templates: dict[tuple[int | None, int | None, float | None], Cells] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -474,9 +481,9 @@ class NutchSitemapPipeline:
         if not entries:
             return counts
 
-        def change(key: str, page: WebPage | None) -> RowUpdate | None:
-            made = sitemap_change(
-                entries[key],
+        def made(entry: SitemapEntry, page: WebPage | None) -> Made | None:
+            return sitemap_change(
+                entry,
                 page,
                 now=now,
                 default_interval=self.default_interval,
@@ -484,20 +491,50 @@ class NutchSitemapPipeline:
                 min_interval=self.min_interval,
                 max_interval=self.max_interval,
             )
-            if made is None:
+
+        def change(key: str, page: WebPage | None) -> RowUpdate | None:
+            got = made(entries[key], page)
+            if got is None:
                 counts.known += 1
                 return None
-            fields, map_entries = made
             if page is None:
                 counts.injected += 1
             else:
                 counts.updated += 1
-                counts.due += "fetch_time" in fields
-            return build_update(key, fields, map_entries)
+                counts.due += "fetch_time" in got[0]
+            return build_update(key, *got)
 
         with self._lock:
             if not self._created:
                 self.table.create()
                 self._created = True
-            self.table.modify(sorted(entries), ROW_FIELDS, change)
+            keys = sorted(entries)
+            # New URLs (most of them, the first time) as inject writes seeds: rows with the same
+            # hints share their encoded cells, and the store writes only those it does not
+            # hold; known ones (and any that appeared meanwhile) are changed under modify.
+            known = self.table.get_many(keys, ("fetch_time",))
+            new = [key for key in keys if key not in known]
+            updates = [RowUpdate(key.encode(), self._template(entries[key], made)) for key in new]
+            written = self.table.store.insert_new(updates) if updates else 0
+            counts.injected += written
+            # Rows another writer made meanwhile get the hints too (with the rows just written,
+            # which they leave as they are: insert_new does not say which were which).
+            existing = keys if written < len(new) else [key for key in keys if key in known]
+            if existing:
+                self.table.modify(existing, ROW_FIELDS, change)
         return counts
+
+    def _template(
+        self, entry: SitemapEntry, made: Callable[[SitemapEntry, WebPage | None], Made | None]
+    ) -> Cells:
+        """The cells of a new row of *entry*, shared by the rows with the same hints."""
+        hints = (entry.lastmod, entry.interval, entry.priority)
+        cells = self._templates.get(hints)
+        if cells is None:
+            got = made(entry, None)
+            assert got is not None  # a new row is always written
+            cells = build_update("", *got).puts
+            if len(self._templates) >= _TEMPLATES:
+                self._templates.clear()
+            self._templates[hints] = cells
+        return cells

@@ -17,6 +17,7 @@ Entries of another site are refused unless the sitemap may speak for it (:func:`
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 import struct
@@ -30,6 +31,7 @@ from nutchy.core.webpage import WebPage
 __all__ = [
     "CHANGEFREQ_SECONDS",
     "FUTURE_TOLERANCE_MS",
+    "Made",
     "SitemapEntry",
     "make_entry",
     "may_list",
@@ -69,6 +71,7 @@ class SitemapEntry:
     future: bool = False
 
 
+@functools.lru_cache(maxsize=4096)  # a sitemap's entries share a few dates
 def parse_lastmod(text: str) -> int | None:
     """A W3C datetime (``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a full date and time with a
     zone; a time without a zone is taken as UTC) in ms since the epoch, or ``None``.
@@ -141,6 +144,10 @@ def may_list(url: str, sitemap_url: str, robots_host: str | None = None) -> bool
     return (target.path or "/").startswith(folder)
 
 
+#: What an entry writes to a row: scalar fields, and map entries (as ``build_update`` takes them).
+Made = tuple[dict[str, int | float], dict[str, dict[str, str | bytes | None]]]
+
+
 def sitemap_change(
     entry: SitemapEntry,
     page: WebPage | None,
@@ -150,7 +157,7 @@ def sitemap_change(
     default_score: float,
     min_interval: int,
     max_interval: int,
-) -> tuple[dict[str, int | float], dict[str, dict[str, str | bytes | None]]] | None:
+) -> Made | None:
     """The fields and map entries that *entry* writes to its row (*page*, ``None`` when the
     URL is new), or ``None`` when it changes nothing.
 
