@@ -282,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         nutch_cpu: list[float] = []
         extra: dict[str, list[float]] = {v: [] for v in variants}
         ratios: dict[str, list[float]] = {v: [] for v in variants}
+        extra_cpu: dict[str, list[float]] = {v: [] for v in variants}
         for round_ in range(args.rounds):
             p = child("plain", urls, args.concurrency, args.per_host)
             n = child("nutch", crawl_dir, args.concurrency, args.per_host)
@@ -295,9 +296,11 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(work / "warc", ignore_errors=True)
                 extra[variant].append(v["pages"] / v["seconds"])
                 ratios[variant].append(extra[variant][-1] / (n["pages"] / n["seconds"]))
+                extra_cpu[variant].append(v["cpu"] * 1000 / v["pages"])
                 print(
                     f"round {round_ + 1}: nutchy + {variant} {extra[variant][-1]:7.0f} pages/s,"
-                    f" {ratios[variant][-1]:.3f}x nutchy's",
+                    f" {ratios[variant][-1]:.3f}x nutchy's ({extra_cpu[variant][-1]:.2f} ms CPU"
+                    " per page)",
                     flush=True,
                 )
             assert n["written"] == n["pages"], n
@@ -348,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"| pages/s with {variant} on (median of {args.rounds}; ratio: median of the"
                 f" rounds' ratios to nutchy's) | | {statistics.median(extra[variant]):.0f} |"
                 f" {statistics.median(ratios[variant]):.3f}x |"
+            )
+            cpu_med = statistics.median(extra_cpu[variant])
+            print(
+                f"| CPU ms per page with {variant} on (median) | | {cpu_med:.2f} |"
+                f" {cpu_med / nc_med:.2f}x nutchy's |"
             )
         if rss:
             print(
