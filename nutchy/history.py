@@ -16,7 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from nutchy.exceptions import StoreError
+from nutchy.exceptions import NutchError
 from nutchy.jobs.history import record_round
 
 if TYPE_CHECKING:
@@ -101,11 +101,11 @@ class NutchHistoryExtension:
         from nutchy.store import open_table
 
         try:
-            table = open_table(self.settings)
-        except StoreError as exc:  # the history never stops a crawl
+            with open_table(self.settings) as table:
+                record_round(
+                    table, self.settings, number, batch_id, now=int(time.time() * 1000), **values
+                )
+        # The history never stops a crawl: a table gone, a crawl dir that cannot be used (a
+        # relative one under scrapyd, where the table is on HBase), a full disk.
+        except (NutchError, OSError) as exc:
             logger.warning("Round %d is not in the history: %s", number, exc)
-            return
-        with table:
-            record_round(
-                table, self.settings, number, batch_id, now=int(time.time() * 1000), **values
-            )
