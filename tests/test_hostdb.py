@@ -20,6 +20,7 @@ from nutchy.jobs.hostdb import read_hosts, suspended_hosts, update_hostdb
 from nutchy.jobs.inject import InjectOptions, inject
 from nutchy.store import open_host_store
 from nutchy.store.embedded import EmbeddedStore
+from nutchy.store.hosts import open_host_memory_from_settings
 from nutchy.store.schema import RowUpdate
 from nutchy.store.table import WebTable
 
@@ -97,7 +98,8 @@ def test_hostdb_after_a_real_fetch(store, tmp_path, site, capsys):
     result = FetchProject(tmp_path, store, NUTCH_HTTP_TIMEOUT=2000).crawl()
     assert result.returncode == 0, result.log[-3000:]
 
-    done = update_hostdb(table, hosts, now=NOW_MS + 1, cap=4)
+    with closing(open_host_memory_from_settings(settings)) as memory:
+        done = update_hostdb(table, hosts, now=NOW_MS + 1, cap=4, memory=memory)
     assert (done.rows, done.hosts, done.removed, done.undecodable) == (len(urls), 3, 1, 0)
     entries = dict(read_hosts(hosts))
     assert set(entries) == {GOOD, BAD, DENY}
@@ -112,6 +114,9 @@ def test_hostdb_after_a_real_fetch(store, tmp_path, site, capsys):
     assert bad.status_names() == {"retry": 3}
     assert bad.error_rate == 1.0 and bad.last_fetch >= NOW_MS
     assert (deny.robots_denied, deny.fetched, deny.errors) == (1, 2, 0)
+    # robots.txt as the fetch got it, from the crawl's shared robots.txt cache
+    assert (good.robots_status, bad.robots_status, deny.robots_status) == (404, 404, 200)
+    assert deny.robots_fetched >= NOW_MS
     # Only nutchy's columns were written or removed.
     assert hosts.get(b"3.0.0.127", [b"mtdt:q_mt", b"mtdt:nutchy.status.99"]) == {b"mtdt:q_mt": b"2"}
     assert hosts.get(b"com.example.gone") == {b"mtdt:q_cd": b"1"}
@@ -142,7 +147,7 @@ def test_hostdb_after_a_real_fetch(store, tmp_path, site, capsys):
         assert main(["readhostdb", "-json", "-s", f"NUTCH_CRAWL_DIR={crawl_dir}"]) == 0
         records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [r["host"] for r in records] == [GOOD, BAD, DENY]
-        assert records[1]["consecutive_errors"] == 3 and records[2]["robots"] == "denied"
+        assert records[1]["consecutive_errors"] == 3 and records[2]["robots_status"] == 200
         assert main(["readhostdb", "-s", f"NUTCH_CRAWL_DIR={crawl_dir}"]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].startswith("host\trows") and lines[2].startswith(f"{BAD}\t4\t3\t3\t")

@@ -69,6 +69,8 @@ KEYS: Final = (
     "last_fetch",
     "last_success",
     "consecutive_errors",
+    "robots_status",
+    "robots_fetched",
     "updated",
 )
 _STATUS: Final = "status."
@@ -98,6 +100,10 @@ class HostStats:
     last_fetch: int = 0
     last_success: int = 0
     consecutive_errors: int = 0
+    #: The HTTP status of the host's robots.txt as the fetch last got it (0: not known), and
+    #: when (ms): from the crawl's shared robots.txt cache (:mod:`nutchy.store.hosts`).
+    robots_status: int = 0
+    robots_fetched: int = 0
     updated: int = 0
     #: The times of the latest failed fetches (a heap, oldest first), while rows are added.
     _error_times: list[int] = field(default_factory=list, compare=False, repr=False)
@@ -177,6 +183,8 @@ class HostStats:
             "last_fetch": self.last_fetch,
             "last_success": self.last_success,
             "consecutive_errors": self.consecutive_errors,
+            "robots_status": self.robots_status,
+            "robots_fetched": self.robots_fetched,
             "updated": updated,
         }
         out = {PREFIX + name.encode(): str(value).encode() for name, value in values.items()}
@@ -211,6 +219,8 @@ class HostStats:
             last_fetch=values.get("last_fetch", 0),
             last_success=values.get("last_success", 0),
             consecutive_errors=values.get("consecutive_errors", 0),
+            robots_status=values.get("robots_status", 0),
+            robots_fetched=values.get("robots_fetched", 0),
             updated=values.get("updated", 0),
         )
         stats.rt_total = values.get("rt_mean", 0) * stats.rt_count

@@ -24,6 +24,7 @@ from nutchy.jobs import _settings
 from nutchy.jobs.readdb import _when, printable
 from nutchy.store import open_host_store
 from nutchy.store.base import Scan
+from nutchy.store.hosts import HostMemory, open_host_memory_from_settings
 from nutchy.store.schema import RowUpdate, field_named
 
 if TYPE_CHECKING:
@@ -82,16 +83,20 @@ def update_hostdb(
     now: int,
     cap: int = MIN_CAP,
     progress: Progress | None = None,
+    memory: HostMemory | None = None,
 ) -> UpdateResult:
     """Recompute every host's entry of the host table *hosts* from *table*, at *now* (ms).
 
     *cap* bounds the consecutive errors counted per host (and the error times kept for it). The
     host table is created if missing. Memory holds one entry per host, whatever the number of
-    rows; the host table is written :attr:`~nutchy.store.table.WebTable.write_limit` hosts at a
+    rows, with the schemes and ports its rows use; with *memory* (the crawl's shared robots.txt
+    cache, :mod:`nutchy.store.hosts`) each host gets the status of its latest robots.txt
+    answer there, looked up by those origins. The host table is written :attr:`~nutchy.store.table.WebTable.write_limit` hosts at a
     time.
     """
     result = UpdateResult()
     stats: dict[bytes, HostStats] = {}
+    origins: dict[bytes, set[bytes]] = {}
     decode_status, decode_prot = _STATUS[1], _PROT[1]
     scan = Scan(columns=_COLUMNS)
     for key, cells in table.store.scan(scan, table.read_limit):
@@ -99,7 +104,8 @@ def update_hostdb(
         if progress is not None:
             progress.advance()
         try:
-            host = reversed_host(key.decode("utf-8")).lower().encode("utf-8")
+            text = key.decode("utf-8")
+            host = reversed_host(text).lower().encode("utf-8")
             raw = cells.get(_STATUS[0])
             status = 0 if raw is None else decode_status(raw)
             raw = cells.get(_PROT[0])
@@ -115,7 +121,15 @@ def update_hostdb(
         entry = stats.get(host)
         if entry is None:
             entry = stats[host] = HostStats()
+            origins[host] = set()
+        if memory is not None:
+            # "<reversed host>:<scheme>[:<port>]<path>": the scheme and port, as "scheme:port".
+            rest = key[len(host) + 1 :]
+            end = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0), default=len(rest))
+            origins[host].add(rest[:end])
         entry.add(status, code, fetched_at=fetched_at, response_time=response_time, cap=cap)
+    if memory is not None:
+        _robots(stats, origins, memory)
     hosts.create()
     old = dict(hosts.scan(Scan(columns=[b"mtdt"]), table.read_limit))
     updates: list[RowUpdate] = []
@@ -144,12 +158,14 @@ def update_hostdb_of(
     did and the host table's name."""
     limit = _settings.get_int(settings, "NUTCH_FETCHER_MAX_EXCEPTIONS_PER_QUEUE", -1)
     hosts = open_host_store(settings)
+    memory = open_host_memory_from_settings(settings)
     try:
         result = update_hostdb(
-            table, hosts, now=now, cap=max(MIN_CAP, limit + 1), progress=progress
+            table, hosts, now=now, cap=max(MIN_CAP, limit + 1), progress=progress, memory=memory
         )
         return result, hosts.table_name
     finally:
+        memory.close()
         hosts.close()
 
 
@@ -161,6 +177,24 @@ def describe_update(result: UpdateResult, name: str) -> str:
     if result.undecodable:
         text += f"; {result.undecodable} rows skipped (a cell does not decode)"
     return text
+
+
+def _robots(
+    stats: dict[bytes, HostStats], origins: dict[bytes, set[bytes]], memory: HostMemory
+) -> None:
+    """Give each host the latest robots.txt answer of its origins that *memory* holds."""
+    wanted: dict[str, bytes] = {}
+    for host, schemes in origins.items():
+        name = unreverse_host(host.decode("utf-8"))
+        for scheme_port in schemes:
+            scheme, _, port = scheme_port.decode("utf-8", "replace").partition(":")
+            wanted[f"{scheme}://{name}{':' + port if port else ''}"] = host
+    names = list(wanted)
+    for i in range(0, len(names), 1000):
+        for origin, record in memory.robots(names[i : i + 1000]).items():
+            entry = stats[wanted[origin]]
+            if record.fetched >= entry.robots_fetched:
+                entry.robots_status, entry.robots_fetched = record.status, record.fetched
 
 
 def _flush(hosts: Store, updates: list[RowUpdate], limit: int) -> None:
@@ -217,7 +251,7 @@ def suspended_hosts(hosts: Store, gate: HostGate, *, now: int) -> frozenset[str]
 #: The columns of ``nutchy readhostdb``'s table, tab-separated.
 HEADER: Final = (
     "host\trows\tfetched\terrors\terror_rate\t404_rate\tmean_rt_ms\trobots_denied"
-    "\tconsecutive_errors\tlast_fetch\tby_status"
+    "\tconsecutive_errors\tlast_fetch\tby_status\trobots_status"
 )
 
 
@@ -238,6 +272,7 @@ def host_line(host: str, stats: HostStats) -> str:
             str(stats.consecutive_errors),
             _when(stats.last_fetch) if stats.last_fetch else "-",
             by_status,
+            str(stats.robots_status) if stats.robots_status else "-",
         )
     )
 
@@ -254,7 +289,8 @@ def host_record(host: str, stats: HostStats) -> dict[str, object]:
         "not_found": stats.not_found,
         "not_found_rate": round(stats.not_found_rate, 6),
         "robots_denied": stats.robots_denied,
-        "robots": "denied" if stats.robots_denied else "allowed",
+        "robots_status": stats.robots_status or None,
+        "robots_fetched": stats.robots_fetched or None,
         "mean_response_time_ms": stats.mean_response_time,
         "consecutive_errors": stats.consecutive_errors,
         "last_fetch": stats.last_fetch or None,
