@@ -38,6 +38,7 @@ def build_site(site: GraphSite) -> str:
     return a("/")
 
 
+@pytest.mark.slow
 def test_the_defaults_crawl_a_documentation_site_whole(embedded_store_factory, tmp_path):
     store = embedded_store_factory()
     with GraphSite((H2,)) as site:
