@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from nutchy.exceptions import IndexUnavailable, IndexWriterError, QuerySyntaxError
@@ -84,3 +86,20 @@ def test_search_fields_ranking_and_errors(tmp_path):
             index.search(bad)
     with pytest.raises(IndexUnavailable, match="no index in"):
         EmbeddedIndex(tmp_path / "nothing")
+
+
+def test_without_tantivy_the_commands_say_which_extra_to_install(tmp_path, monkeypatch, capsys):
+    from nutchy.cli import main
+
+    monkeypatch.setitem(sys.modules, "tantivy", None)  # import tantivy now raises ImportError
+    where = ["-s", f"NUTCH_CRAWL_DIR={tmp_path}"]
+    assert main(["search", "apples", *where]) == 2
+    assert main(["storage", "init", *where]) == 0
+    assert main(["index", "-all", *where]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    extra = "the embedded index needs the tantivy library: pip install 'nutchy[index]'"
+    assert lines[0] == f"nutchy search: {extra}"
+    assert lines[-1] == f"nutchy index: {extra}"
+    # Writers that need no tantivy work without it.
+    jsonl = ["-s", 'NUTCH_INDEX_WRITERS={"nutchy.index.writers.JSONLinesIndexWriter": 1}']
+    assert main(["index", "-all", *where, *jsonl]) == 0
