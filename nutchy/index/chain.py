@@ -6,15 +6,16 @@ settings are: components run in increasing order, and ``None`` turns one off.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import load_object
 
-from nutchy.exceptions import ConfigError
+from nutchy.exceptions import ConfigError, IndexWriterError
 from nutchy.index.document import Document
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from scrapy.settings import BaseSettings
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from nutchy.index.filters import IndexingFilter
     from nutchy.index.writers import IndexWriter
 
-__all__ = ["IndexingFilters", "build_components", "load_filters", "load_writers"]
+__all__ = ["IndexingFilters", "build_components", "load_filters", "load_writers", "opened"]
 
 
 def build_components(settings: BaseSettings, name: str) -> list[Any]:
@@ -92,3 +93,25 @@ class IndexingFilters:
             if doc is None:
                 return None
         return doc
+
+
+@contextlib.contextmanager
+def opened(writers: Sequence[IndexWriter], *, rebuild: bool = False) -> Iterator[None]:
+    """Open every one of *writers* (with *rebuild*) for the ``with`` block, and close every one
+    that opened at its end, also after an error; the first
+    :exc:`~nutchy.exceptions.IndexWriterError` of a close is raised once all are closed."""
+    done: list[IndexWriter] = []
+    try:
+        for writer in writers:
+            writer.open(rebuild=rebuild)
+            done.append(writer)
+        yield
+    finally:
+        errors = []
+        for writer in done:
+            try:
+                writer.close()
+            except IndexWriterError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]

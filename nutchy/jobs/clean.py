@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from nutchy.core.status import CrawlStatus, Mark
-from nutchy.exceptions import IndexWriterError
+from nutchy.index.chain import opened
 from nutchy.jobs.index import IndexAction, index_action
 from nutchy.store.schema import build_update
 
@@ -117,34 +117,20 @@ def clean(
     :exc:`~nutchy.exceptions.IndexWriterError` is raised after every writer is closed.
     *progress* counts the rows read."""
     counts = CleanCounts()
-    opened: list[IndexWriter] = []
-    try:
-        for writer in writers:
-            writer.open(rebuild=False)
-            opened.append(writer)
-        with table.writer() as marks:
-            pending = _Deletions(writers, marks, counts, commit)
-            for page in table.scan(_FIELDS, skip_errors=True):
-                counts.rows += 1
-                if progress is not None:
-                    progress.advance()
-                if index_action(page) is not IndexAction.DELETE:
-                    continue
-                if page.status == CrawlStatus.DUPLICATE:
-                    counts.duplicates += 1
-                elif page.status == CrawlStatus.GONE:
-                    counts.gone += 1
-                else:  # redirected at fetch (status) or by a meta refresh (parse status)
-                    counts.redirected += 1
-                pending.add(page)
-            pending.commit()
-    finally:
-        errors = []
-        for writer in opened:
-            try:
-                writer.close()
-            except IndexWriterError as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+    with opened(writers, rebuild=False), table.writer() as marks:
+        pending = _Deletions(writers, marks, counts, commit)
+        for page in table.scan(_FIELDS, skip_errors=True):
+            counts.rows += 1
+            if progress is not None:
+                progress.advance()
+            if index_action(page) is not IndexAction.DELETE:
+                continue
+            if page.status == CrawlStatus.DUPLICATE:
+                counts.duplicates += 1
+            elif page.status == CrawlStatus.GONE:
+                counts.gone += 1
+            else:  # redirected at fetch (status) or by a meta refresh (parse status)
+                counts.redirected += 1
+            pending.add(page)
+        pending.commit()
     return counts

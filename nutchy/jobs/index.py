@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from nutchy.core.status import CrawlStatus, Mark, ParseStatusMajor, ParseStatusMinor
-from nutchy.exceptions import IndexWriterError
+from nutchy.index.chain import opened
 from nutchy.store.schema import build_update
 
 if TYPE_CHECKING:
@@ -122,11 +122,7 @@ def index(
         batch_id = None
     run = _Run(table, filters, writers, progress)
     skipped_before = table.skipped
-    opened: list[IndexWriter] = []
-    try:
-        for writer in writers:
-            writer.open(rebuild=rebuild)
-            opened.append(writer)
+    with opened(writers, rebuild=rebuild):
         with table.writer() as marks:
             run.marks = marks
             fields = filters.fields | _JUDGE_FIELDS
@@ -138,15 +134,6 @@ def index(
             run.flush()
             run.commit()
         run.counts.unreadable = table.skipped - skipped_before
-    finally:
-        errors = []
-        for writer in opened:
-            try:
-                writer.close()
-            except IndexWriterError as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
     return run.counts
 
 
