@@ -1,0 +1,227 @@
+"""A long scan's memory: rows scanned against the peak RSS of the process that scans them.
+
+    flock /work/bench.lock python benchmarks/bench_scan.py                   # 10k, 50k, 200k rows
+    python benchmarks/bench_scan.py --rows 2000,10000 --store hbase --text 4000
+
+For each store of ``--store``, one table grows to each size of ``--rows`` in turn, over 1,000
+hosts. A row has the six cells ``updatehostdb`` reads (status, protocol status, fetch time,
+score, ``mtdt:_rs_``, ``mtdt:_nft_``) and ``--text`` characters of parsed text (``p:c``). On
+HBase the table is in the HBase test server (``nutchy.testing.hbase_server``, framed transport
+and binary protocol, the test suite's), which runs in a process of its own: what it holds is
+not the client's.
+
+At each size, each reader scans the whole table in a new child process: ``store`` is the
+store's ``scan`` as the jobs call it (``NUTCH_GORA_BUFFER_READ_LIMIT`` rows a page),
+``happybase`` (HBase only) is happybase's ``Table.scan`` with the same ``batch_size``, and
+``job columns`` reads the six cells, ``whole rows`` every cell. The child reads its own
+``VmHWM`` (its peak RSS since its exec; ``ru_maxrss`` would count the peak of the process it
+was started from) once the table is open, after half of the rows and at the end. A client that
+keeps something per row grows between the half and the end; the last column is that growth per
+row scanned. The test server's own ``VmHWM`` is printed beside, for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nutchy.config import load_settings
+from nutchy.core.status import CrawlStatus, ProtocolStatus, ProtocolStatusCode
+from nutchy.core.urls import reverse_url
+from nutchy.store import open_store
+from nutchy.store.schema import RowUpdate, encode_cell
+
+REPO = Path(__file__).resolve().parent.parent
+NOW = 1_700_000_000_000
+#: The cells ``updatehostdb`` reads (nutchy.jobs.hostdb).
+JOB_COLUMNS = ["f:st", "f:prot", "f:ts", "s:s", "mtdt:_rs_", "mtdt:_nft_"]
+WORDS = "the quick brown fox jumps over the lazy dog "
+
+CHILD = r"""
+import json, sys, time
+
+
+def peak_kb():
+    # VmHWM: this process's own peak since its exec.
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+options = json.loads(sys.argv[1])
+from nutchy.config import load_settings
+from nutchy.store import open_table
+from nutchy.store.base import Scan
+
+settings = load_settings(options["settings"], project=False)
+columns = [c.encode() for c in options["columns"]] if options["columns"] else None
+half = options["rows"] // 2
+marks = {}
+with open_table(settings) as table:
+    if options["reader"] == "happybase":
+        import happybase
+
+        connection = happybase.Connection(
+            settings["NUTCH_HBASE_HOST"],
+            int(settings["NUTCH_HBASE_PORT"]),
+            table_prefix=settings["NUTCH_STORAGE_CRAWL_ID"],
+            transport=settings["NUTCH_HBASE_TRANSPORT"],
+            protocol=settings["NUTCH_HBASE_PROTOCOL"],
+        )
+        rows = connection.table("webpage").scan(columns=columns, batch_size=table.read_limit)
+    else:
+        rows = table.store.scan(Scan(columns=columns), table.read_limit)
+    marks["open"] = peak_kb()
+    started = time.perf_counter()
+    cpu = time.process_time()
+    n = 0
+    for key, cells in rows:
+        n += 1
+        if n == half:
+            marks["half"] = peak_kb()
+    seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+marks["end"] = peak_kb()
+print(json.dumps({"rows": n, "seconds": seconds, "cpu": cpu, **marks}))
+"""
+
+
+def cells(i: int, text: str) -> dict[bytes, bytes]:
+    """The cells of row *i*: 90% fetched, 10% failed with an exception, and *text*."""
+    if i % 10:
+        status, protocol = CrawlStatus.FETCHED, ProtocolStatus(ProtocolStatusCode.SUCCESS)
+    else:
+        status = CrawlStatus.UNFETCHED
+        protocol = ProtocolStatus(ProtocolStatusCode.EXCEPTION, ("timeout",))
+    row = {
+        b"f:st": encode_cell("status", status),
+        b"f:prot": encode_cell("protocol_status", protocol),
+        b"f:ts": encode_cell("fetch_time", NOW + i),
+        b"s:s": encode_cell("score", 1.0 / (1 + i % 97)),
+        b"mtdt:_rs_": struct.pack(">i", 20 + i % 300),
+        b"mtdt:_nft_": (NOW - 86_400_000 + i).to_bytes(8, "big"),
+    }
+    if text:
+        row[b"p:c"] = f"{i} {text}".encode()
+    return row
+
+
+def grow(settings: dict[str, object], first: int, last: int, text_size: int) -> float:
+    """Write rows *first* to *last* - 1; return the seconds it took."""
+    text = (WORDS * (text_size // len(WORDS) + 1))[:text_size]
+    started = time.perf_counter()
+    with open_store(load_settings(settings, project=False)) as store:
+        store.create()
+        batch: list[RowUpdate] = []
+        for i in range(first, last):
+            key = reverse_url(f"http://h{i % 1000}.example.com/page/{i}").encode()
+            batch.append(RowUpdate(key, puts=cells(i, text)))
+            if len(batch) == 1000:
+                store.write(batch)
+                batch = []
+        if batch:
+            store.write(batch)
+    return time.perf_counter() - started
+
+
+def scan(settings: dict[str, object], reader: str, columns: list[str] | None, rows: int) -> dict:
+    options = {"settings": settings, "reader": reader, "columns": columns, "rows": rows}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(options)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def peak_mb(pid: int) -> float:
+    """The ``VmHWM`` of process *pid*, in MB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_server() -> tuple[subprocess.Popen[str], int]:
+    command = [sys.executable, "-m", "nutchy.testing.hbase_server", "--port", "0"]
+    command += ["--transport", "framed", "--protocol", "binary"]
+    server = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    return server, int(line.strip().rsplit(":", 1)[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="10000,50000,200000", help="sizes, comma-separated")
+    parser.add_argument("--store", default="hbase,embedded", help="hbase, embedded or both")
+    parser.add_argument("--text", type=int, default=2000, help="characters of text a row")
+    args = parser.parse_args()
+    sizes = sorted(int(size) for size in args.rows.split(","))
+    print(f"text {args.text} characters a row; load average {os.getloadavg()}")
+    print(
+        "| store | rows | reader | columns | seconds | CPU s | rows/s | RSS open (MB)"
+        " | RSS half (MB) | RSS end (MB) | bytes/row, half to end | test server (MB) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for store in args.store.split(","):
+        server = None
+        with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
+            settings: dict[str, object] = {"NUTCH_CRAWL_DIR": tmp, "NUTCH_STORAGE_CRAWL_ID": "b"}
+            readers = ["store"]
+            if store == "hbase":
+                server, port = start_server()
+                settings |= {
+                    "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
+                    "NUTCH_HBASE_HOST": "127.0.0.1",
+                    "NUTCH_HBASE_PORT": port,
+                    "NUTCH_HBASE_TRANSPORT": "framed",
+                    "NUTCH_HBASE_PROTOCOL": "binary",
+                }
+                readers.append("happybase")
+            try:
+                built = 0
+                for rows in sizes:
+                    grow(settings, built, rows, args.text)
+                    built = rows
+                    for reader in readers:
+                        for name, columns in (("job", JOB_COLUMNS), ("whole rows", None)):
+                            r = scan(settings, reader, columns, rows)
+                            if r["rows"] != rows:
+                                raise SystemExit(f"{reader} read {r['rows']} of {rows} rows")
+                            growth = (r["end"] - r["half"]) * 1024 / (rows - rows // 2)
+                            served = f"{peak_mb(server.pid):.0f}" if server else ""
+                            print(
+                                f"| {store} | {rows:,} | {reader} | {name} | {r['seconds']:.1f}"
+                                f" | {r['cpu']:.1f} | {rows / r['seconds']:,.0f}"
+                                f" | {r['open'] / 1024:.0f} | {r['half'] / 1024:.0f}"
+                                f" | {r['end'] / 1024:.0f} | {growth:.0f} | {served} |",
+                                flush=True,
+                            )
+            finally:
+                if server is not None:
+                    server.terminate()
+                    server.wait()
+    print(f"load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
