@@ -42,18 +42,7 @@ TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 7)  # ~300 cha
 CHILD = r"""
 import json, sys, time
 from nutchy.config import load_settings
-
-
-def peak_rss_mb():
-    # VmHWM: this process's own peak since its exec. ru_maxrss would also count the peak of
-    # the process it was started from (Linux keeps it across exec).
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
+from nutchy.testing.memory import peak_rss_kib
 from nutchy.jobs.dedup import DedupOptions, dedup
 from nutchy.store import open_table
 
@@ -69,7 +58,7 @@ print(json.dumps({
     "marked": result.counts.marked,
     "unchanged": result.counts.unchanged,
     "written": result.written,
-    "rss_mb": peak_rss_mb(),
+    "rss_mb": peak_rss_kib() / 1024,
     "runs": result.sort.runs,
     "spilled_mb": result.sort.spilled_bytes / 2**20,
 }))

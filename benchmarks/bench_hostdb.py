@@ -42,16 +42,7 @@ NOW = 1_700_000_000_000
 CHILD = r"""
 import json, sys, time
 from nutchy.config import load_settings
-
-
-def peak_rss_mb():
-    # VmHWM: this process's own peak since its exec.
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
+from nutchy.testing.memory import peak_rss_kib
 from nutchy.jobs.hostdb import update_hostdb_of
 from nutchy.store import open_table
 
@@ -64,7 +55,7 @@ print(json.dumps({
     "seconds": seconds,
     "rows": result.rows,
     "hosts": result.hosts,
-    "rss_mb": peak_rss_mb(),
+    "rss_mb": peak_rss_kib() / 1024,
 }))
 """
 

@@ -37,6 +37,7 @@ from nutchy.core.status import CrawlStatus, ProtocolStatus, ProtocolStatusCode
 from nutchy.core.urls import reverse_url
 from nutchy.store import open_store
 from nutchy.store.schema import RowUpdate, encode_cell
+from nutchy.testing.memory import peak_rss_kib
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = 1_700_000_000_000
@@ -47,20 +48,12 @@ WORDS = "the quick brown fox jumps over the lazy dog "
 CHILD = r"""
 import json, sys, time
 
-
-def peak_kb():
-    # VmHWM: this process's own peak since its exec.
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
-
-
-options = json.loads(sys.argv[1])
 from nutchy.config import load_settings
 from nutchy.store import open_table
 from nutchy.store.base import Scan
+from nutchy.testing.memory import peak_rss_kib as peak_kb
+
+options = json.loads(sys.argv[1])
 
 settings = load_settings(options["settings"], project=False)
 columns = [c.encode() for c in options["columns"]] if options["columns"] else None
@@ -146,15 +139,6 @@ def scan(settings: dict[str, object], reader: str, columns: list[str] | None, ro
     return result
 
 
-def peak_mb(pid: int) -> float:
-    """The ``VmHWM`` of process *pid*, in MB."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def start_server() -> tuple[subprocess.Popen[str], int]:
     command = [sys.executable, "-m", "nutchy.testing.hbase_server", "--port", "0"]
     command += ["--transport", "framed", "--protocol", "binary"]
@@ -208,7 +192,7 @@ def main() -> None:
                             if r["rows"] != rows:
                                 raise SystemExit(f"{reader} read {r['rows']} of {rows} rows")
                             growth = (r["end"] - r["half"]) * 1024 / (rows - rows // 2)
-                            served = f"{peak_mb(server.pid):.0f}" if server else ""
+                            served = f"{peak_rss_kib(server.pid) / 1024:.0f}" if server else ""
                             print(
                                 f"| {store} | {rows:,} | {reader} | {name} | {r['seconds']:.1f}"
                                 f" | {r['cpu']:.1f} | {rows / r['seconds']:,.0f}"

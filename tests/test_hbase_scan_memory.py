@@ -31,16 +31,8 @@ BOUND_KB = 2_048
 CHILD = r"""
 import json, sys
 
-
-def peak_kb():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise SystemExit("no VmHWM in /proc/self/status")
-
-
 from nutchy.store.hbase import HBaseStore
+from nutchy.testing.memory import peak_rss_kib as peak_kb
 
 options = json.loads(sys.argv[1])
 rows = options.pop("rows")
