@@ -1107,10 +1107,11 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _warc(args: argparse.Namespace) -> int:
-    from nutchy.warc import export_warc
+    from nutchy.warc import export_warc, gzip_level
 
     settings = _settings(args)
     max_size = get_int(settings, "NUTCH_WARC_MAX_SIZE", 1)
+    level = gzip_level(settings)
     with open_table(settings) as table, Progress("warc: rows written") as bar:
         if not args.all:
             require_batch(table, args.batch_id)
@@ -1120,6 +1121,7 @@ def _warc(args: argparse.Namespace) -> int:
             batch_id=None if args.all else args.batch_id,
             max_size=max_size,
             prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy",
+            gzip_level=level,
             progress=bar.advance,
         )
     names = ", ".join(path.name for path in result.files)

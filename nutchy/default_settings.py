@@ -510,6 +510,11 @@ NUTCH_WARC_DIR = ""
 # (nutchy only) Whether the fetch writes every answer to gzipped WARC files (nutchy[warc]).
 NUTCH_WARC_ENABLED = False
 
+# (nutchy only) zlib level (0: stored, 1: fastest, 9: smallest) at which each WARC record is
+# gzipped: 6, zlib's default, costs about half the CPU of the level 9 warcio uses for files about
+# as small (docs/benchmarks.md).
+NUTCH_WARC_GZIP_LEVEL = 6
+
 # (nutchy only) Bytes after which a WARC file is closed and the next one opened (1 GB, the usual
 # size of WARC files).
 NUTCH_WARC_MAX_SIZE = 1000000000

@@ -5,8 +5,12 @@ During a fetch, :class:`NutchWarcExtension` takes each answer from
 :data:`~nutchy._fetch.fetch_finished` and hands it to a writer thread, which writes a
 ``request`` and a ``response`` record for it (a ``revisit`` for a 304, or for content whose MD5
 is the row's stored signature) to a gzipped WARC file with warcio, the standard WARC library. The
-reactor only copies what it needs of the answer into a :class:`Capture`; digests, gzip and disk
-writes happen in the thread. When the disk is slower than the fetch and ``NUTCH_WARC_QUEUE_SIZE``
+reactor only queues references to the request, the response and the body; the thread copies
+what it needs of them into a :class:`Capture`, and builds, digests, gzips and writes the records.
+It takes what waits in its queue in batches, writes a batch with one system call (it flushes
+when its queue is empty, and at least every :data:`FLUSH_BYTES` of records), then rests
+:data:`LINGER` seconds so that the next batch gathers: one wake-up of the thread for many
+answers, not one per answer. When the disk is slower than the fetch and ``NUTCH_WARC_QUEUE_SIZE``
 captures wait, the extension pauses Scrapy's engine (no request starts) until half of them are
 written. When a write fails (the disk full: ``ENOSPC``), the extension sends
 :data:`~nutchy._fetch.fetch_halted` and the scheduler stops taking URLs, as it does when the table
@@ -14,7 +18,12 @@ cannot be written: the rows not fetched keep their batch for ``-a resume=true``.
 
 Files are named ``<prefix>-<UTC time>-<serial>-<pid>.warc.gz`` and carry an ``.open`` suffix
 while written; a file is closed and a new one opened once it holds ``NUTCH_WARC_MAX_SIZE``
-bytes. Each starts with a ``warcinfo`` record. Scrapy hands nutchy the body as it was decoded
+bytes; a file is synced to the disk (``fsync``) before it loses its ``.open`` suffix. Each
+starts with a ``warcinfo`` record. Every record is a gzip member of its own, as the WARC
+standard's annex asks and as replay tools need to seek to a record, compressed at
+``NUTCH_WARC_GZIP_LEVEL`` (warcio itself always compresses at zlib's level 9, which costs more
+CPU than the fetch of a small page; warcio builds each record uncompressed and nutchy gzips it).
+Scrapy hands nutchy the body as it was decoded
 (gzip or brotli taken off) and without its chunked framing: the ``response`` record holds that
 body, its ``Content-Length`` is the body's length and ``Transfer-Encoding`` is left out, as
 other archivers built on a high-level HTTP client do. A body cut at ``http.content.limit`` is
@@ -35,11 +44,12 @@ import os
 import queue
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
 from nutchy import __version__
@@ -59,7 +69,7 @@ if TYPE_CHECKING:
     from nutchy.core.webpage import WebPage
     from nutchy.store.table import WebTable
 
-__all__ = ["Capture", "NutchWarcExtension", "WarcFiles", "export_warc", "warc_dir"]
+__all__ = ["Capture", "NutchWarcExtension", "WarcFiles", "export_warc", "gzip_level", "warc_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +79,23 @@ IDENTICAL_PROFILE: Final = "http://netpreserve.org/warc/1.0/revisit/identical-pa
 
 #: Response headers that describe the bytes on the wire, which the record does not hold.
 _WIRE_HEADERS: Final = frozenset({"transfer-encoding", "content-length"})
+
+#: ``NUTCH_WARC_GZIP_LEVEL``'s default, zlib's (and Java's GZIPOutputStream's) own: see
+#: docs/benchmarks.md for what each level costs.
+DEFAULT_GZIP_LEVEL: Final = 6
+
+#: Bytes of gzipped records after which :class:`WarcFiles` writes them to the file even though
+#: more are to come.
+FLUSH_BYTES: Final = 1 << 20
+
+#: Seconds the writer thread rests after writing a batch, while the next one gathers.
+LINGER: Final = 0.05
+
+#: zlib's window bits for a gzip member (a header and a trailer around the deflate stream).
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
+
+#: The WARC-Payload-Digest of no payload (a ``request`` record).
+EMPTY_DIGEST: Final = "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
 
 
 def _warcio() -> Any:
@@ -84,6 +111,16 @@ def warc_dir(settings: BaseSettings) -> Path:
     """``NUTCH_WARC_DIR``, or ``<crawl dir>/warc`` when it is empty."""
     value = settings.get("NUTCH_WARC_DIR") or ""
     return Path(value) if value else crawl_dir(settings) / "warc"
+
+
+def gzip_level(settings: BaseSettings) -> int:
+    """``NUTCH_WARC_GZIP_LEVEL``, checked."""
+    from nutchy.jobs._settings import get_int
+
+    level = get_int(settings, "NUTCH_WARC_GZIP_LEVEL")
+    if not 0 <= level <= 9:
+        raise ConfigError(f"NUTCH_WARC_GZIP_LEVEL must be 0 to 9, got {level!r}")
+    return level
 
 
 def warc_date(ms: float) -> str:
@@ -126,17 +163,35 @@ class Capture:
 
 class WarcFiles:
     """Writes :class:`Capture` records into gzipped WARC files in *directory*, a new file every
-    *max_size* bytes (see the module docstring). Blocking, for one thread at a time."""
+    *max_size* bytes, each record a gzip member compressed at *gzip_level* (zlib's 0, stored, to
+    9). Records wait in memory until :meth:`flush` (or :data:`FLUSH_BYTES` of them) and are
+    then written with one call, so a file ends after a whole record whenever the process dies
+    (see the module docstring). Blocking, for one thread at a time."""
 
-    def __init__(self, directory: Path, *, prefix: str = "nutchy", max_size: int) -> None:
-        self._writer_class, self._headers_class = _warcio()
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        prefix: str = "nutchy",
+        max_size: int,
+        gzip_level: int = DEFAULT_GZIP_LEVEL,
+    ) -> None:
+        if not 0 <= gzip_level <= 9:
+            raise ConfigError(f"NUTCH_WARC_GZIP_LEVEL must be 0 to 9, got {gzip_level!r}")
+        writer_class, self._headers_class = _warcio()
         self.directory = directory
         self.prefix = prefix
         self.max_size = max_size
+        self.gzip_level = gzip_level
+        # warcio writes each record uncompressed here; nutchy gzips it as a member of its own
+        self._raw = io.BytesIO()
+        self._writer = writer_class(self._raw, gzip=False, warc_version="1.0")
         self._serial = 0
         self._handle: io.BufferedWriter | None = None
         self._path: Path | None = None
-        self._writer: Any = None
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._size = 0  # of the file being written, the records pending included
         #: the files closed so far, and the captures and records written
         self.files: list[Path] = []
         self.captures = 0
@@ -144,21 +199,42 @@ class WarcFiles:
         self.revisits = 0
 
     def write(self, capture: Capture) -> None:
-        """Write the records of *capture* (an :exc:`OSError` of the disk is raised)."""
+        """Add the records of *capture* to the file (written at the next :meth:`flush`, or now
+        when :data:`FLUSH_BYTES` wait or the file is full; an :exc:`OSError` of the disk is
+        raised)."""
         if self._handle is None:
             self._open()
-        assert self._handle is not None
         for record in self._records(capture):
-            self._writer.write_record(record)
+            self._add(record)
             self.records += 1
-        self._handle.flush()  # a crash keeps every capture written so far readable
         self.captures += 1
-        if self._handle.tell() >= self.max_size:
+        if self._size >= self.max_size:
             self._close_file()
+        elif self._pending_bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the records that wait to the file, in one call."""
+        if self._pending and self._handle is not None:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._handle.write(data)
+            self._handle.flush()
 
     def close(self) -> None:
-        """Close the file being written (renamed without its ``.open`` suffix)."""
+        """Write what waits and close the file (synced, renamed without its ``.open`` suffix)."""
         self._close_file()
+
+    def _add(self, record: Any) -> None:
+        raw = self._raw
+        self._writer.write_record(record)
+        member = zlib.compress(raw.getvalue(), self.gzip_level, wbits=_GZIP_WBITS)
+        raw.seek(0)
+        raw.truncate()
+        self._pending.append(member)
+        self._pending_bytes += len(member)
+        self._size += len(member)
 
     def _open(self) -> None:
         self._serial += 1
@@ -166,7 +242,7 @@ class WarcFiles:
         name = f"{self.prefix}-{stamp}-{self._serial:05d}-{os.getpid()}.warc.gz"
         self._path = self.directory / name
         self._handle = open(self._path.with_name(name + ".open"), "xb")  # noqa: SIM115
-        self._writer = self._writer_class(self._handle, gzip=True, warc_version="1.0")
+        self._size = 0
         info = self._writer.create_warcinfo_record(
             name,
             {
@@ -175,15 +251,18 @@ class WarcFiles:
                 "conformsTo": "http://bibnum.bnf.fr/WARC/WARC_ISO_28500_version1_latestdraft.pdf",
             },
         )
-        self._writer.write_record(info)
+        self._add(info)
 
     def _close_file(self) -> None:
         handle, path = self._handle, self._path
         if handle is None or path is None:
             return
-        self._handle = self._path = self._writer = None
+        self.flush()
+        os.fsync(handle.fileno())
+        self._handle = self._path = None
         handle.close()
         os.replace(path.with_name(path.name + ".open"), path)
+        _sync_folder(path.parent)
         self.files.append(path)
 
     def _records(self, capture: Capture) -> Iterator[Any]:
@@ -213,7 +292,10 @@ class WarcFiles:
             headers.append(("Content-Length", str(len(capture.payload))))
         else:
             kind, payload = "response", capture.payload
-            extra = {"WARC-Truncated": "length"} if capture.truncated else {}
+            # the payload's digest once, here: warcio does not compute one it is given
+            extra = {"WARC-Payload-Digest": payload_digest(payload)}
+            if capture.truncated:
+                extra["WARC-Truncated"] = "length"
             headers.append(("Content-Length", str(len(payload))))
         if kind == "revisit":
             self.revisits += 1
@@ -243,9 +325,24 @@ class WarcFiles:
                 ),
                 warc_headers_dict={
                     **common,
+                    "WARC-Payload-Digest": EMPTY_DIGEST,  # a request has no payload
                     "WARC-Concurrent-To": record.rec_headers.get_header("WARC-Record-ID"),
                 },
             )
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in *folder* durable (``fsync`` of the folder, where the system allows it)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some file systems do not sync folders; the file itself is synced
+    finally:
+        os.close(descriptor)
 
 
 def _phrase(status: int) -> str:
@@ -262,39 +359,108 @@ def _text(value: bytes) -> str:
 # --- during the fetch ----------------------------------------------------------------------------
 
 
-class _Writer(threading.Thread):
-    """The thread that writes the captures the reactor queues."""
+#: What the reactor hands the writer thread for one answer: the request, the response, the body
+#: (the fetch's content, cut at the content limit), whether it was cut, the row's signature
+#: before the fetch (or ``None``), and when the answer ended (ms since the epoch).
+_Answer: TypeAlias = "tuple[Request, Response, bytes, bool, bytes | None, float]"
 
-    def __init__(self, files: WarcFiles, extension: NutchWarcExtension) -> None:
+
+def capture_of(answer: _Answer) -> Capture:
+    """The :class:`Capture` of an *answer* the reactor handed over (in the writer thread)."""
+    request, response, payload, truncated, prev_signature, when = answer
+    return Capture(
+        url=response.url,
+        date=warc_date(when),
+        status=response.status,
+        headers=[
+            (_text(name), _text(value))
+            for name, values in response.headers.items()
+            for value in values
+        ],
+        payload=payload,
+        method=request.method,
+        request_headers=[
+            (_text(name), _text(value))
+            for name, values in request.headers.items()
+            for value in values
+        ],
+        ip=str(response.ip_address) if response.ip_address else None,
+        truncated=truncated,
+        prev_signature=prev_signature,
+    )
+
+
+class _Writer(threading.Thread):
+    """The thread that writes the answers the reactor queues, a batch at a time (see the module
+    docstring); *linger* is the rest after each batch, in seconds."""
+
+    def __init__(
+        self,
+        files: WarcFiles,
+        extension: NutchWarcExtension,
+        *,
+        call_in_reactor: Callable[..., object],
+        linger: float = LINGER,
+    ) -> None:
         super().__init__(name="nutchy-warc", daemon=True)
         self.files = files
         self.extension = extension
-        self.captures: queue.SimpleQueue[Capture | None] = queue.SimpleQueue()
+        self.call_in_reactor = call_in_reactor
+        self.linger = linger
+        self.answers: queue.SimpleQueue[_Answer | None] = queue.SimpleQueue()
         self.error: OSError | None = None
         self.lost = 0
 
     def run(self) -> None:
-        from twisted.internet import reactor
-
-        files, extension = self.files, self.extension
-        while (capture := self.captures.get()) is not None:
-            if self.error is not None:
-                self.lost += 1
-                continue
-            try:
-                files.write(capture)
-            except OSError as exc:
-                self.error = exc
-                self.lost += 1
-                reactor.callFromThread(extension._write_failed, exc)
-                continue
-            if extension.paused and self.captures.qsize() <= extension.queue_size // 2:
-                reactor.callFromThread(extension._resume)
+        extension, answers = self.extension, self.answers
+        ended = False
+        while not ended:
+            answer = answers.get()
+            batch: list[_Answer] = []
+            while True:  # the answer, and whatever else waits
+                if answer is None:  # the last thing ever queued
+                    ended = True
+                    break
+                batch.append(answer)
+                try:
+                    answer = answers.get_nowait()
+                except queue.Empty:
+                    break
+            self._write(batch)
+            if extension.paused and answers.qsize() <= extension.queue_size // 2:
+                self.call_in_reactor(extension._resume)
+            if not ended and self.linger and not extension.paused:
+                time.sleep(self.linger)  # while the next batch gathers
         if self.error is None:
             try:
-                files.close()
+                self.files.close()
             except OSError as exc:
                 self.error = exc
+                logger.error(
+                    "Cannot close the WARC file in %(dir)s: %(error)s",
+                    {"dir": self.files.directory, "error": exc},
+                )
+
+    def _write(self, batch: list[_Answer]) -> None:
+        files = self.files
+        for i, answer in enumerate(batch):
+            if self.error is not None:
+                self.lost += len(batch) - i
+                return
+            try:
+                files.write(capture_of(answer))
+            except OSError as exc:
+                self._failed(exc, 1)
+        if self.error is None:
+            try:
+                files.flush()
+            except OSError as exc:
+                self._failed(exc, 0)
+
+    def _failed(self, error: OSError, lost: int) -> None:
+        self.error = error
+        self.lost += lost
+        self.call_in_reactor(self.extension._write_failed, error)
 
 
 class NutchWarcExtension:
@@ -350,7 +516,10 @@ class NutchWarcExtension:
             except OSError as exc:
                 raise ConfigError(f"cannot make the WARC folder {directory}: {exc}") from exc
             files = WarcFiles(
-                directory, prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy", max_size=max_size
+                directory,
+                prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy",
+                max_size=max_size,
+                gzip_level=gzip_level(settings),
             )
         except NutchError as exc:
             refuse_to_start(exc)
@@ -382,7 +551,9 @@ class NutchWarcExtension:
         return extension
 
     def spider_opened(self) -> None:
-        self._thread = _Writer(self.files, self)
+        from twisted.internet import reactor
+
+        self._thread = _Writer(self.files, self, call_in_reactor=reactor.callFromThread)
         self._thread.start()
 
     def fetch_finished(
@@ -391,36 +562,22 @@ class NutchWarcExtension:
         outcome: FetchOutcome | None,
         response: Response | None = None,
     ) -> None:
-        """Queue the answer *response* to *request* for the writer thread."""
+        """Queue the answer *response* to *request* for the writer thread: references only,
+        the thread reads them."""
         thread = self._thread
         if response is None or outcome is None or thread is None or thread.error is not None:
             return
-        from nutchy._fetch import META_ENTRY
+        prev_signature = None
+        if self.content_signatures:
+            from nutchy._fetch import META_ENTRY
 
-        entry = request.meta.get(META_ENTRY)
+            prev_signature = getattr(request.meta.get(META_ENTRY), "signature", None)
         payload = outcome.content if outcome.content is not None else response.body
-        capture = Capture(
-            url=response.url,
-            date=warc_date(time.time() * 1000),
-            status=response.status,
-            headers=[
-                (_text(name), _text(value))
-                for name, values in response.headers.items()
-                for value in values
-            ],
-            payload=payload,
-            method=request.method,
-            request_headers=[
-                (_text(name), _text(value))
-                for name, values in request.headers.items()
-                for value in values
-            ],
-            ip=str(response.ip_address) if response.ip_address else None,
-            truncated=outcome.truncated,
-            prev_signature=getattr(entry, "signature", None) if self.content_signatures else None,
+        answers = thread.answers
+        answers.put(
+            (request, response, payload, outcome.truncated, prev_signature, time.time() * 1000)
         )
-        thread.captures.put(capture)
-        if not self.paused and thread.captures.qsize() >= self.queue_size:
+        if not self.paused and answers.qsize() >= self.queue_size:
             # The disk is behind: no request starts until half the queue is written.
             self.paused = True
             self.stats.inc_value("nutch/warc/paused")
@@ -428,7 +585,7 @@ class NutchWarcExtension:
 
     def _resume(self) -> None:
         thread = self._thread
-        if self.paused and (thread is None or thread.captures.qsize() <= self.queue_size // 2):
+        if self.paused and (thread is None or thread.answers.qsize() <= self.queue_size // 2):
             self.paused = False
             self._resume_engine()
 
@@ -452,7 +609,7 @@ class NutchWarcExtension:
         thread = self._thread
         if thread is None:
             return
-        thread.captures.put(None)
+        thread.answers.put(None)
         await run_in_thread(thread.join)
         files = self.files
         stats = self.stats
@@ -494,6 +651,7 @@ def export_warc(
     batch_id: str | None,
     max_size: int,
     prefix: str = "nutchy",
+    gzip_level: int = DEFAULT_GZIP_LEVEL,
     progress: Callable[[], None] | None = None,
 ) -> ExportResult:
     """Write a ``response`` record for every row of the table that holds content (of batch
@@ -503,7 +661,7 @@ def export_warc(
     from nutchy.core.status import Mark, Metadata, ProtocolStatusCode
 
     out.mkdir(parents=True, exist_ok=True)
-    files = WarcFiles(out, prefix=prefix, max_size=max_size)
+    files = WarcFiles(out, prefix=prefix, max_size=max_size, gzip_level=gzip_level)
     fields = (
         "content",
         "headers",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sites import NOW_MS, FetchProject, Site, parse_stats, prepare_batch
+from test_ops_warc_files import members
 from warcio.archiveiterator import ArchiveIterator
 
 from nutchy.cli import main
@@ -91,7 +92,9 @@ def fetched(tmp_path_factory):
             NUTCH_PARSER_SKIP_TRUNCATED=True,
         )
         # a queue of one answer: the engine pauses at each answer until the thread wrote it
-        first = project.crawl("b1", settings={"NUTCH_WARC_QUEUE_SIZE": 1})
+        first = project.crawl(
+            "b1", settings={"NUTCH_WARC_QUEUE_SIZE": 1, "NUTCH_WARC_GZIP_LEVEL": 1}
+        )
         assert first.returncode == 0, first.log
         assert main(["updatedb", "b1", "-s", f"NUTCH_CRAWL_DIR={root / 'crawl'}"]) == 0
         result = generate(
@@ -119,6 +122,8 @@ def test_the_fetch_writes_a_response_and_a_request_per_answer(fetched):
     assert first.stats["nutch/warc/paused"] >= 1  # and resumed: every answer is written
     assert "Wrote 6 answers (12 WARC records, 0 revisits) to 1 files" in first.log
     assert not list((root / "w1").glob("*.open"))
+    (path,) = (root / "w1").glob("*.warc.gz")
+    assert len(members(path)) == 1 + 2 * len(PATHS)  # a gzip member per record
 
 
 def test_a_record_read_back_has_the_stored_content(fetched):
