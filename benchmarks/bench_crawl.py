@@ -3,7 +3,7 @@
     python benchmarks/bench_crawl.py                      # 5,000 pages x 40 links, 3 rounds
     python benchmarks/bench_crawl.py --rounds 1 --pages 1000
     python benchmarks/bench_crawl.py --quick              # a small smoke run (60 pages)
-    python benchmarks/bench_crawl.py --rounds 0 --profile DIR   # only the profiled crawls
+    python benchmarks/bench_crawl.py --rounds 0 --profile DIR   # only the profiled crawls (py-spy)
     python benchmarks/bench_crawl.py --variant "nutchy crawl CONCURRENT_ITEMS=100"  # one variant
 
 The site is generated from ``--seed``: ``--pages`` pages spread over ``--hosts`` loopback hosts
@@ -43,22 +43,24 @@ and the re-crawl at least 3x cheaper than the first crawl. The table also gives 
 over the floor: what a re-crawl would save if it cost no more than Scrapy's own requests, the
 most a re-crawl made of them can reach.
 
-``--profile DIR`` adds a ``nutchy crawl`` and its re-crawl run in-process under cProfile
-(generate, parse and updatedb of the parent; each fetch child under ``python -m cProfile``, its
-main thread only), writes the profiles to *DIR* and prints the top costs.
+``--profile DIR`` then runs the floor (a plain Spider asking every page again) and each
+variant's first crawl and re-crawl again (the same change of
+``--changed`` percent of the pages in between) under py-spy (``pip install 'nutchy[bench]'``),
+which samples every thread of the command and of each process it starts (the long-lived fetch
+process, the parse process), writes the samples to *DIR* (py-spy's raw format, one file a
+command) and prints, process by process, the CPU seconds sampled, split by the part of the
+crawl they were in (start-up, inject, generate, the fetch's components, parse, updatedb...),
+and the functions with the most samples of their own.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import email.utils
-import io
 import json
 import os
 import platform
-import pstats
 import random
 import re
 import shutil
@@ -482,7 +484,9 @@ class Context:
     add_days: int = 31
 
     def s(self) -> list[str]:
-        return [arg for name, value in self.settings.items() for arg in ("-s", f"{name}={value}")]
+        """The settings as ``-s`` options, the crawl directory's with them."""
+        every = {**self.settings, "NUTCH_CRAWL_DIR": str(self.crawl_dir)}
+        return [arg for name, value in every.items() for arg in ("-s", f"{name}={value}")]
 
 
 @dataclass(frozen=True)
@@ -702,72 +706,131 @@ def phases(lines: list[tuple[float, str]]) -> dict[str, float]:
     return dict(spent)
 
 
-# --- the profiled crawl (a child process) ------------------------------------------------------
+# --- the profiled crawls ----------------------------------------------------------------------
+
+#: py-spy's samples a second (``--profile``); a sample is one thread seen running.
+PROFILE_RATE = 200
 
 
-def profile_crawl(
-    seeds: str, crawl_dir: str, settings_json: str, max_rounds: int, out: str
-) -> dict[str, Any]:
-    """``nutchy crawl`` in this process under cProfile, each fetch child under cProfile too: the
-    first crawl, then the re-crawl (one round, ``-adddays 31``). Returns the profiles written."""
-    from nutchy.config import load_settings
-    from nutchy.jobs.crawl import crawl
+def py_spy() -> str:
+    """The py-spy executable (``pip install 'nutchy[bench]'``), beside this Python or on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if not found:
+        raise SystemExit("--profile needs py-spy: pip install 'nutchy[bench]' (or py-spy)")
+    return found
 
-    overrides = {**json.loads(settings_json), "NUTCH_CRAWL_DIR": crawl_dir}
-    settings = load_settings(overrides, project=False)
-    profiles: dict[str, list[str]] = {}
-    for name, rounds, add_days in (("first", max_rounds, 0), ("recrawl", 1, 31)):
-        fetches: list[str] = []
 
-        def fetch(
-            batch_id: str, fetch_overrides: Any, fetches: list[str] = fetches, name: str = name
-        ) -> int:
-            path = f"{out}/{name}-fetch-{len(fetches) + 1}.prof"
-            fetches.append(path)
-            command = [sys.executable, "-m", "cProfile", "-o", path, "-m", "nutchy._fetchrun"]
-            return subprocess.run(
-                [*command, batch_id, json.dumps(dict(fetch_overrides))], check=False
-            ).returncode
+def profiled(command: list[str], out: Path) -> list[str]:
+    """*command* under py-spy, sampling it and every process it starts (the fetch process, the
+    parse process) into *out*, one line a distinct stack with its count (py-spy's raw format)."""
+    return [
+        *(py_spy(), "record", "--subprocesses", "--format", "raw", "--nolineno"),
+        *("--rate", str(PROFILE_RATE), "--output", str(out), "--"),
+        *command,
+    ]
 
-        profiler = cProfile.Profile()
-        started = time.monotonic()
-        profiler.enable()
-        report = crawl(
-            settings,
-            [Path(seeds)],
-            rounds=rounds,
-            top_n=None,
-            overrides=overrides,
-            add_days=add_days,
-            fetch=fetch,
-            log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
+
+def process_kind(frame: str) -> str:
+    """What the process of a py-spy ``process PID:"command line"`` frame is."""
+    if "nutchy._fetchrun" in frame:
+        return "fetch process"
+    if "nutchy._parsework" in frame:
+        return "parse process"
+    return "the command's own process"
+
+
+#: Where a sample's CPU goes: (label, a substring of a frame), the first in this order that a
+#: frame of its stack matches (so the store's time inside generate is generate's). What matches
+#: none is "other".
+BUCKETS = [
+    ("start-up: imports", "_find_and_load"),
+    ("inject", "(nutchy/jobs/inject.py)"),
+    ("generate", "(nutchy/jobs/generate.py)"),
+    ("updatedb", "(nutchy/jobs/updatedb.py)"),
+    ("parse (core)", "(nutchy/core/parse.py)"),
+    ("parse work", "(nutchy/_parsework.py)"),
+    ("signature", "(nutchy/core/signature.py)"),
+    ("table: embedded store", "(nutchy/store/embedded.py)"),
+    ("table: codec", "(nutchy/store/schema.py)"),
+    ("outcomes", "(nutchy/outcomes.py)"),
+    ("frontier", "(nutchy/frontier.py)"),
+    ("scheduler", "(nutchy/scheduler.py)"),
+    ("pipelines", "(nutchy/pipelines.py)"),
+    ("nutchy middlewares", "(nutchy/middlewares.py)"),
+    ("robots", "(nutchy/robots.py)"),
+    ("Scrapy downloader (HTTP/1.1)", "(scrapy/core/downloader/"),
+    ("Scrapy middlewares", "(scrapy/downloadermiddlewares/"),
+    ("Scrapy scraper", "(scrapy/core/scraper.py)"),
+    ("Scrapy engine", "(scrapy/core/engine.py)"),
+    ("Scrapy other", "(scrapy/"),
+    ("Twisted", "(twisted/"),
+    ("nutchy other", "(nutchy/"),
+]
+
+
+#: Innermost frames of threads that wait (a thread pool's idle worker, the reactor's poll): py-spy
+#: counts some of their samples as running (a thread it sees just woken); they are left out.
+WAITING = (
+    "Condition.wait (threading.py)",
+    "_worker (concurrent/futures/thread.py)",
+    "EpollSelector.select (selectors.py)",
+    "untilConcludes (twisted/python/util.py)",
+    "_wait_for_tstate_lock (threading.py)",
+)
+
+
+def read_samples(paths: list[Path]) -> dict[str, Counter[tuple[str, ...]]]:
+    """The stacks sampled in py-spy's raw files *paths*, by process kind (outermost frame
+    first, the process frames left out; the waits of :data:`WAITING` left out)."""
+    by_kind: dict[str, Counter[tuple[str, ...]]] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not count.isdigit():
+                continue
+            frames = stack.split(";")
+            if frames[-1] in WAITING:
+                continue
+            processes = [f for f in frames if f.startswith("process ")]
+            kind = process_kind(processes[-1]) if processes else "the command's own process"
+            kept = tuple(f for f in frames if not f.startswith("process "))
+            by_kind.setdefault(kind, Counter())[kept] += int(count)
+    return by_kind
+
+
+def profile_summary(title: str, paths: list[Path], limit: int = 12) -> str:
+    """Each process's sampled CPU seconds, split into :data:`BUCKETS`, its functions with the
+    most samples of their own, and nutchy's functions with the most samples in all."""
+    lines = [f"## {title}"]
+    for kind, stacks in sorted(read_samples(paths).items()):
+        total = sum(stacks.values())
+        buckets: Counter[str] = Counter()
+        own: Counter[str] = Counter()
+        within: Counter[str] = Counter()
+        for stack, count in stacks.items():
+            own[stack[-1] if stack else "?"] += count
+            for name in {f for f in stack if "(nutchy/" in f}:
+                within[name] += count
+            label = next(
+                (name for name, mark in BUCKETS if any(mark in f for f in reversed(stack))),
+                "other",
+            )
+            buckets[label] += count
+        lines.append(f"### {kind}: {total / PROFILE_RATE:.2f} s of samples")
+        lines.append(
+            "    by part: "
+            + ", ".join(f"{name} {n / PROFILE_RATE:.2f}" for name, n in buckets.most_common())
         )
-        profiler.disable()
-        print(
-            f"{name}: {len(report.batches)} rounds in {time.monotonic() - started:.1f} s",
-            file=sys.stderr,
+        lines.append("    most own time:")
+        lines.extend(
+            f"      {n / PROFILE_RATE:6.2f} s  {name}" for name, n in own.most_common(limit)
         )
-        profiler.dump_stats(f"{out}/{name}-parent.prof")
-        profiles[f"{name} crawl, parent (inject, generate, parse, updatedb)"] = [
-            f"{out}/{name}-parent.prof"
-        ]
-        profiles[f"{name} crawl, fetch children"] = fetches
-    return profiles
-
-
-def top_costs(paths: list[str], limit: int) -> str:
-    """The functions with the most own time in the profiles *paths*, and the cumulative time of
-    nutchy's entry points."""
-    stats = pstats.Stats(paths[0], stream=io.StringIO())
-    for path in paths[1:]:
-        stats.add(path)
-    text = io.StringIO()
-    stats.stream = text  # type: ignore[attr-defined]
-    stats.sort_stats("tottime").print_stats(limit)
-    stats.sort_stats("cumulative").print_stats(
-        r"nutchy/(jobs|core|scheduler|middlewares|pipelines|store)|scrapy/core/scraper", limit
-    )
-    return text.getvalue()
+        lines.append("    nutchy's, in all (with what they call):")
+        lines.extend(
+            f"      {n / PROFILE_RATE:6.2f} s  {name}" for name, n in within.most_common(limit)
+        )
+    return "\n".join(lines)
 
 
 # --- the parent --------------------------------------------------------------------------------
@@ -826,7 +889,6 @@ def main(argv: list[str] | None = None) -> int:
         work = {
             "plain": crawl_plain,
             "floor": crawl_floor,
-            "profile": profile_crawl,
             "count": table_counts,
         }[name]
         print(json.dumps(work(*typed)))
@@ -908,6 +970,7 @@ def main(argv: list[str] | None = None) -> int:
                     "pages": got["pages"],
                     "rss": plain.rss_mb,
                     "floor": floor.seconds,
+                    "floor_cpu": floor.cpu,
                     "download": download.seconds,
                     "download_cpu": download.cpu,
                     "cpu": plain.cpu,
@@ -921,17 +984,12 @@ def main(argv: list[str] | None = None) -> int:
                 f" peak RSS {plain.rss_mb:.0f} MB, CPU {plain.cpu:.1f} s (server"
                 f" {plain_server:.1f} s); every page downloaded, no parse, in {download.seconds:.1f} s"
                 f" (CPU {download.cpu:.1f} s); every page asked again, 304s, in"
-                f" {floor.seconds:.1f} s",
+                f" {floor.seconds:.1f} s (CPU {floor.cpu:.1f} s)",
                 flush=True,
             )
             for number, variant in enumerate(variants):
                 crawl_dir = work / f"crawl-{round_}-{number}"
-                context = Context(
-                    seeds,
-                    crawl_dir,
-                    {**settings, "NUTCH_CRAWL_DIR": str(crawl_dir)},
-                    args.max_rounds,
-                )
+                context = Context(seeds, crawl_dir, settings, args.max_rounds)
                 before = server_counts(ports)
                 spent = _cpu(server.pid)
                 first = run_commands(variant.first(context), work, log, variant.env)
@@ -997,19 +1055,43 @@ def main(argv: list[str] | None = None) -> int:
             print(table(results, args))
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
-            crawl_dir = work / "profiled"
-            run = run_command(
-                child(
-                    "profile", seeds, crawl_dir, json.dumps(settings), args.max_rounds, args.profile
-                ),
-                work,
-                log,
+            # The floor first: what Scrapy alone spends asking every page again.
+            path = args.profile / "floor.txt"
+            started = time.monotonic()
+            run_command(
+                profiled(child("floor", urls, args.concurrency, args.per_host), path), work, log
             )
-            profiled = json.loads(run.stdout.strip().splitlines()[-1])
-            print(f"\n# profiled crawl and re-crawl in {run.seconds:.1f} s")
-            for title, paths in profiled.items():
-                print(f"## {title}")
-                print(top_costs(paths, 20))
+            print(
+                f"# profiled: the floor, {time.monotonic() - started:.1f} s (py-spy,"
+                f" {PROFILE_RATE} samples/s; {path})",
+                flush=True,
+            )
+            print(profile_summary("floor: a plain Spider asking every page again", [path]))
+            for number, variant in enumerate(variants):
+                crawl_dir = work / f"profiled-{number}"
+                context = Context(seeds, crawl_dir, settings, args.max_rounds)
+                slug = re.sub(r"[^a-z0-9]+", "-", variant.name.lower()).strip("-")
+                written: dict[str, list[Path]] = {}
+                for phase, commands in (
+                    ("first", variant.first(context)),
+                    ("recrawl", variant.recrawl(context)),
+                ):
+                    if phase == "recrawl":
+                        server_get(ports, f"{CHANGE_PATH.decode()}{args.changed}")
+                    paths = [args.profile / f"{slug}-{phase}-{i}.txt" for i in range(len(commands))]
+                    started = time.monotonic()
+                    for command, path in zip(commands, paths, strict=True):
+                        run_command(profiled(command, path), work, log, variant.env)
+                    written[phase] = paths
+                    print(
+                        f"# profiled: {variant.name}, {phase}, {time.monotonic() - started:.1f} s"
+                        f" (py-spy, {PROFILE_RATE} samples/s; {', '.join(map(str, paths))})",
+                        flush=True,
+                    )
+                server_get(ports, f"{CHANGE_PATH.decode()}0")
+                for phase, paths in written.items():
+                    print(profile_summary(f"{variant.name}: {phase}", paths))
+                shutil.rmtree(crawl_dir)
     finally:
         server.kill()
         server.wait()
@@ -1149,6 +1231,32 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         "1.0x",
         [
             per_round([r["recrawl"] / f for r, f in zip(results[n], floors, strict=True)], 2)
+            for n in variants
+        ],
+    )
+    # The same in CPU time, which a loaded machine moves less.
+    row(
+        "first crawl CPU / the plain Spider's CPU asking every page again (per round)",
+        med("plain", "floor_cpu", 1) + " s",
+        [
+            per_round(
+                [r["cpu"] / p["floor_cpu"] for r, p in zip(results[n], results["plain"], strict=True)],
+                1,
+            )
+            for n in variants
+        ],
+    )
+    row(
+        "re-crawl CPU / the plain Spider's CPU asking every page again (per round)",
+        "1.0x",
+        [
+            per_round(
+                [
+                    r["recrawl_cpu"] / p["floor_cpu"]
+                    for r, p in zip(results[n], results["plain"], strict=True)
+                ],
+                2,
+            )
             for n in variants
         ],
     )

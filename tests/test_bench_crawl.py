@@ -4,6 +4,7 @@ and the table is printed. It measures nothing here."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,101 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     assert "| first crawl CPU / re-crawl CPU (per round) |" in out
     assert "| re-crawl / plain Spider asking every page again (per round) |" in out
     assert "| first crawl / plain Spider asking every page again (per round) |" in out
+
+
+def _bench():
+    """benchmarks/bench_crawl.py as a module (it is a script, not a package module)."""
+    import importlib.util
+
+    if "bench_crawl" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_crawl", SCRIPT)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_crawl"] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["bench_crawl"]
+
+
+def test_profile_summary_gives_each_process_its_samples_by_part(tmp_path):
+    bench = _bench()
+    rate = bench.PROFILE_RATE
+    parent = 'process 10:"python -m nutchy crawl seeds.txt"'
+    fetch = 'process 11:"python -m nutchy._fetchrun -rounds 5 {}"'
+    parse = 'process 12:"python -m nutchy._parsework"'
+    stacks = [
+        (parent, "main (nutchy/cli.py)", "updatedb (nutchy/jobs/updatedb.py)", rate * 2),
+        (
+            parent,
+            "<module> (nutchy/cli.py)",
+            "_find_and_load (<frozen importlib._bootstrap>)",
+            rate,
+        ),
+        (
+            parent,
+            fetch,
+            "main (nutchy/_fetchrun.py)",
+            "NutchScheduler.next_request (nutchy/scheduler.py)",
+            rate * 3,
+        ),
+        # an idle thread pool worker, which py-spy sometimes counts: left out
+        (
+            parent,
+            fetch,
+            "Thread.run (threading.py)",
+            "_worker (concurrent/futures/thread.py)",
+            rate * 7,
+        ),
+        (
+            parent,
+            fetch,
+            parse,
+            "serve (nutchy/_parsework.py)",
+            "_parse_html (nutchy/core/parse.py)",
+            rate // 2,
+        ),
+    ]
+    raw = tmp_path / "samples.txt"
+    lines = [";".join(stack[:-1]) + f" {stack[-1]}" for stack in stacks]
+    raw.write_text("\n".join([*lines, "a line that is no sample"]))
+    samples = bench.read_samples([raw])
+    assert {kind: sum(c.values()) for kind, c in samples.items()} == {
+        "the command's own process": rate * 3,
+        "fetch process": rate * 3,
+        "parse process": rate // 2,
+    }
+    text = bench.profile_summary("re-crawl", [raw])
+    assert "### the command's own process: 3.00 s of samples" in text
+    assert "by part: updatedb 2.00, start-up: imports 1.00" in text
+    assert "### fetch process: 3.00 s of samples" in text
+    assert "by part: scheduler 3.00" in text
+    assert "### parse process: 0.50 s of samples" in text
+    assert "by part: parse (core) 0.50" in text
+    assert "3.00 s  NutchScheduler.next_request (nutchy/scheduler.py)" in text
+
+
+@pytest.mark.slow
+def test_profile_samples_every_process_of_a_crawl_and_a_recrawl(tmp_path):
+    profiles = tmp_path / "profiles"
+    done = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--shape", "docs", "--pages", "60", "--rounds", "0"),
+            *("--data", str(tmp_path), "--profile", str(profiles), *VARIANT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "## floor: a plain Spider asking every page again" in out
+    # The first crawl and the re-crawl (10% of the pages changed), each with the command's own
+    # process (inject, generate, updatedb), the long-lived fetch process and the parse process.
+    for phase in ("first", "recrawl"):
+        section = out.split(f"## nutchy crawl: {phase}\n", 1)[1].split("\n## ", 1)[0]
+        for kind in ("the command's own process", "fetch process", "parse process"):
+            assert re.search(rf"### {kind}: \d+\.\d\d s of samples", section), (phase, kind, out)
+        assert "updatedb" in section.split("### the command's own process", 1)[1]
+    written = sorted(p.name for p in profiles.iterdir())
+    assert written == ["floor.txt", "nutchy-crawl-first-0.txt", "nutchy-crawl-recrawl-0.txt"]
