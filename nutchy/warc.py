@@ -2,32 +2,34 @@
 which exports what the web table holds.
 
 During a fetch, :class:`NutchWarcExtension` takes each answer from
-:data:`~nutchy._fetch.fetch_finished` and hands it to a writer thread, which writes a
-``request`` and a ``response`` record for it (a ``revisit`` for a 304, or for content whose MD5
-is the row's stored signature) to a gzipped WARC file with warcio, the standard WARC library. The
-reactor only queues references to the request, the response and the body; the thread copies
-what it needs of them into a :class:`Capture`, and builds, digests, gzips and writes the records.
-It takes what waits in its queue in batches, writes a batch with one system call (it flushes
-when its queue is empty, and at least every :data:`FLUSH_BYTES` of records), then rests
-:data:`LINGER` seconds so that the next batch gathers: one wake-up of the thread for many
-answers, not one per answer. When the disk is slower than the fetch and ``NUTCH_WARC_QUEUE_SIZE``
-captures wait, the extension pauses Scrapy's engine (no request starts) until half of them are
-written. When a write fails (the disk full: ``ENOSPC``), the extension sends
-:data:`~nutchy._fetch.fetch_halted` and the scheduler stops taking URLs, as it does when the table
-cannot be written: the rows not fetched keep their batch for ``-a resume=true``.
+:data:`~nutchy._fetch.fetch_finished` and has it written as a ``request`` and a ``response``
+record (a ``revisit`` for a 304, or for content whose MD5 is the row's stored signature) to a
+gzipped WARC file with warcio, the standard WARC library. The reactor only queues references to
+the request, the response and the body. A writer thread takes whatever waits in that queue as
+one batch, copies what it needs of each answer into a :class:`Capture`, and hands the batch to
+the :mod:`WARC process <nutchy._warcwork>`, which builds, digests and gzips the records and
+writes the batch with one system call; the thread then rests :data:`LINGER` seconds while the
+next batch gathers. warcio's record building is Python that would otherwise hold the GIL the
+reactor needs; in the WARC process it runs on the other core. When the disk is slower than the
+fetch and ``NUTCH_WARC_QUEUE_SIZE`` answers wait, the extension pauses Scrapy's engine (no
+request starts) until half of them are written. When a write fails (the disk full:
+``ENOSPC``), the extension sends :data:`~nutchy._fetch.fetch_halted` and the scheduler stops
+taking URLs, as it does when the table cannot be written: the rows not fetched keep their batch
+for ``-a resume=true``.
 
-Files are named ``<prefix>-<UTC time>-<serial>-<pid>.warc.gz`` and carry an ``.open`` suffix
-while written; a file is closed and a new one opened once it holds ``NUTCH_WARC_MAX_SIZE``
-bytes; a file is synced to the disk (``fsync``) before it loses its ``.open`` suffix. Each
-starts with a ``warcinfo`` record. Every record is a gzip member of its own, as the WARC
-standard's annex asks and as replay tools need to seek to a record, compressed at
-``NUTCH_WARC_GZIP_LEVEL`` (warcio itself always compresses at zlib's level 9, which costs more
-CPU than the fetch of a small page; warcio builds each record uncompressed and nutchy gzips it).
-Scrapy hands nutchy the body as it was decoded
-(gzip or brotli taken off) and without its chunked framing: the ``response`` record holds that
-body, its ``Content-Length`` is the body's length and ``Transfer-Encoding`` is left out, as
-other archivers built on a high-level HTTP client do. A body cut at ``http.content.limit`` is
-marked ``WARC-Truncated: length``.
+Files are named ``<prefix>-<UTC time>-<serial>-<pid>.warc.gz`` (the pid of the process that
+writes them) and carry an ``.open`` suffix while written; once a file holds
+``NUTCH_WARC_MAX_SIZE`` bytes it is synced to the disk (``fsync``), renamed, and the next
+answer opens a new one. Each starts with a ``warcinfo`` record. Every record is a gzip member of
+its own (WARC 1.0, annex D: a reader can seek to any record), compressed at
+``NUTCH_WARC_GZIP_LEVEL``: warcio builds each record uncompressed and nutchy gzips it, since
+warcio's own writer always compresses at zlib's level 9. Records reach the file in batches,
+each ending after a whole record (:meth:`WarcFiles.flush`, and every :data:`FLUSH_BYTES`).
+
+Scrapy hands nutchy the body as it was decoded (gzip or brotli taken off) and without its
+chunked framing: the ``response`` record holds that body, its ``Content-Length`` is the body's
+length and ``Transfer-Encoding`` is left out, as other archivers built on a high-level HTTP
+client do. A body cut at ``http.content.limit`` is marked ``WARC-Truncated: length``.
 
 warcio is an optional dependency (``pip install 'nutchy[warc]'``), imported only when used.
 """
@@ -35,6 +37,7 @@ warcio is an optional dependency (``pip install 'nutchy[warc]'``), imported only
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import http
 import io
@@ -49,11 +52,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 from nutchy import __version__
-from nutchy.config import crawl_dir
 from nutchy.exceptions import ConfigError, NutchError
 
 if TYPE_CHECKING:
@@ -109,6 +111,8 @@ def _warcio() -> Any:
 
 def warc_dir(settings: BaseSettings) -> Path:
     """``NUTCH_WARC_DIR``, or ``<crawl dir>/warc`` when it is empty."""
+    from nutchy.config import crawl_dir  # and Scrapy, which the WARC process does without
+
     value = settings.get("NUTCH_WARC_DIR") or ""
     return Path(value) if value else crawl_dir(settings) / "warc"
 
@@ -212,6 +216,12 @@ class WarcFiles:
             self._close_file()
         elif self._pending_bytes >= FLUSH_BYTES:
             self.flush()
+
+    def write_batch(self, captures: list[Capture]) -> None:
+        """Write the records of *captures* and flush."""
+        for capture in captures:
+            self.write(capture)
+        self.flush()
 
     def flush(self) -> None:
         """Write the records that wait to the file, in one call."""
@@ -390,20 +400,36 @@ def capture_of(answer: _Answer) -> Capture:
     )
 
 
+class _Sink(Protocol):
+    """Where the writer thread's batches go: a :class:`~nutchy._warcwork.WarcProcess` in a
+    fetch, or :class:`WarcFiles` itself; after :meth:`close`, the totals written."""
+
+    files: list[Path]
+    captures: int
+    records: int
+    revisits: int
+
+    def write_batch(self, captures: list[Capture]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class _Writer(threading.Thread):
-    """The thread that writes the answers the reactor queues, a batch at a time (see the module
-    docstring); *linger* is the rest after each batch, in seconds."""
+    """The thread that hands the answers the reactor queues to the sink *open_sink* opens, a
+    batch at a time (see the module docstring); *linger* is the rest after each batch, in
+    seconds; *call_in_reactor* runs a function on the reactor thread."""
 
     def __init__(
         self,
-        files: WarcFiles,
+        open_sink: Callable[[], _Sink],
         extension: NutchWarcExtension,
         *,
         call_in_reactor: Callable[..., object],
         linger: float = LINGER,
     ) -> None:
         super().__init__(name="nutchy-warc", daemon=True)
-        self.files = files
+        self.open_sink = open_sink
+        self.sink: _Sink | None = None
         self.extension = extension
         self.call_in_reactor = call_in_reactor
         self.linger = linger
@@ -413,6 +439,10 @@ class _Writer(threading.Thread):
 
     def run(self) -> None:
         extension, answers = self.extension, self.answers
+        try:
+            self.sink = self.open_sink()
+        except OSError as exc:
+            self._failed(exc)
         ended = False
         while not ended:
             answer = answers.get()
@@ -431,50 +461,48 @@ class _Writer(threading.Thread):
                 self.call_in_reactor(extension._resume)
             if not ended and self.linger and not extension.paused:
                 time.sleep(self.linger)  # while the next batch gathers
-        if self.error is None:
+        if self.sink is not None:
             try:
-                self.files.close()
+                self.sink.close()
             except OSError as exc:
-                self.error = exc
-                logger.error(
-                    "Cannot close the WARC file in %(dir)s: %(error)s",
-                    {"dir": self.files.directory, "error": exc},
-                )
+                if self.error is None:
+                    self.error = exc
+                    logger.error(
+                        "Cannot close the WARC file in %(dir)s: %(error)s",
+                        {"dir": extension.directory, "error": exc},
+                    )
 
     def _write(self, batch: list[_Answer]) -> None:
-        files = self.files
-        for i, answer in enumerate(batch):
-            if self.error is not None:
-                self.lost += len(batch) - i
-                return
-            try:
-                files.write(capture_of(answer))
-            except OSError as exc:
-                self._failed(exc, 1)
-        if self.error is None:
-            try:
-                files.flush()
-            except OSError as exc:
-                self._failed(exc, 0)
+        if not batch:
+            return
+        if self.error is not None or self.sink is None:
+            self.lost += len(batch)
+            return
+        try:
+            self.sink.write_batch([capture_of(answer) for answer in batch])
+        except OSError as exc:
+            self.lost += len(batch)
+            self._failed(exc)
 
-    def _failed(self, error: OSError, lost: int) -> None:
+    def _failed(self, error: OSError) -> None:
         self.error = error
-        self.lost += lost
         self.call_in_reactor(self.extension._write_failed, error)
 
 
 class NutchWarcExtension:
     """Writes every answer of the fetch to WARC files (see the module docstring).
 
-    *files* writes the records (in the writer thread); *queue_size* captures may wait before
-    the engine is paused (*pause*, *resume*); *halt* tells the fetch to stop taking URLs; *stats*
-    is the crawler's. *content_signatures*: the rows' signatures are MD5 digests of their
-    content (``db.signature.class`` is ``MD5Signature``), so an unchanged one can be told.
+    *open_sink* opens what writes the records into *directory* (called in the writer thread:
+    in a fetch, it starts the :mod:`WARC process <nutchy._warcwork>`); *queue_size* answers may
+    wait before the engine is paused (*pause*, *resume*); *halt* tells the fetch to stop taking
+    URLs; *stats* is the crawler's. *content_signatures*: the rows' signatures are MD5 digests of
+    their content (``db.signature.class`` is ``MD5Signature``), so an unchanged one can be told.
     """
 
     def __init__(
         self,
-        files: WarcFiles,
+        open_sink: Callable[[], _Sink],
+        directory: Path,
         *,
         queue_size: int,
         stats: StatsCollector,
@@ -483,7 +511,8 @@ class NutchWarcExtension:
         halt: Callable[[str], None],
         content_signatures: bool = True,
     ) -> None:
-        self.files = files
+        self.open_sink = open_sink
+        self.directory = directory
         self.content_signatures = content_signatures
         self.queue_size = queue_size
         self.stats = stats
@@ -515,12 +544,8 @@ class NutchWarcExtension:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConfigError(f"cannot make the WARC folder {directory}: {exc}") from exc
-            files = WarcFiles(
-                directory,
-                prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy",
-                max_size=max_size,
-                gzip_level=gzip_level(settings),
-            )
+            level = gzip_level(settings)
+            _warcio()  # missing: the crawl does not start
         except NutchError as exc:
             refuse_to_start(exc)
         assert crawler.stats is not None
@@ -536,8 +561,18 @@ class NutchWarcExtension:
         def halt(reason: str) -> None:
             crawler.signals.send_catch_log(fetch_halted, reason=reason)
 
+        from nutchy._warcwork import WarcProcess
+
+        open_sink = functools.partial(
+            WarcProcess.start,
+            directory,
+            prefix=settings.get("NUTCH_WARC_PREFIX") or "nutchy",
+            max_size=max_size,
+            gzip_level=level,
+        )
         extension = cls(
-            files,
+            open_sink,
+            directory,
             queue_size=queue_size,
             stats=crawler.stats,
             pause=pause,
@@ -553,7 +588,7 @@ class NutchWarcExtension:
     def spider_opened(self) -> None:
         from twisted.internet import reactor
 
-        self._thread = _Writer(self.files, self, call_in_reactor=reactor.callFromThread)
+        self._thread = _Writer(self.open_sink, self, call_in_reactor=reactor.callFromThread)
         self._thread.start()
 
     def fetch_finished(
@@ -595,7 +630,7 @@ class NutchWarcExtension:
             "Cannot write the WARC file in %(dir)s: %(error)s; the fetch stops taking URLs (the"
             " rows not fetched are left for -a resume=true; nutchy warc exports what the table"
             " holds)",
-            {"dir": self.files.directory, "error": error},
+            {"dir": self.directory, "error": error},
         )
         if self.paused:
             self.paused = False
@@ -611,23 +646,28 @@ class NutchWarcExtension:
             return
         thread.answers.put(None)
         await run_in_thread(thread.join)
-        files = self.files
+        sink = thread.sink
+        captures, records, revisits, files = (
+            (0, 0, 0, 0)
+            if sink is None
+            else (sink.captures, sink.records, sink.revisits, len(sink.files))
+        )
         stats = self.stats
-        stats.set_value("nutch/warc/captures", files.captures)
-        stats.set_value("nutch/warc/records", files.records)
-        stats.set_value("nutch/warc/revisits", files.revisits)
-        stats.set_value("nutch/warc/files", len(files.files))
+        stats.set_value("nutch/warc/captures", captures)
+        stats.set_value("nutch/warc/records", records)
+        stats.set_value("nutch/warc/revisits", revisits)
+        stats.set_value("nutch/warc/files", files)
         if thread.lost:
             stats.set_value("nutch/warc/lost", thread.lost)
         logger.info(
             "Wrote %(captures)d answers (%(records)d WARC records, %(revisits)d revisits) to"
             " %(files)d files in %(dir)s%(lost)s",
             {
-                "captures": files.captures,
-                "records": files.records,
-                "revisits": files.revisits,
-                "files": len(files.files),
-                "dir": files.directory,
+                "captures": captures,
+                "records": records,
+                "revisits": revisits,
+                "files": files,
+                "dir": self.directory,
                 "lost": f"; {thread.lost} NOT written" if thread.lost else "",
             },
         )

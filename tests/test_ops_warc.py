@@ -202,15 +202,22 @@ def _limit_file_size(size):
 def test_a_warc_folder_that_fills_stops_the_fetch(tmp_path, hbase_address, hbase_options):
     """Files may grow to 1 MB only (RLIMIT_FSIZE: EFBIG, where a full disk gives ENOSPC; both
     are the OSError the writer meets): the WARC file hits it. The table is on the HBase test
-    server, so the crawl's process writes no other file."""
-    pages = 40
+    server, so the crawl's processes write no other file."""
+    pages = 120
     store = HBaseStore(*hbase_address, crawl_id=f"warcfull{os.getpid()}", **hbase_options)
     try:
         with Site(hosts=(HOST,)) as site:
             urls = [site.url(HOST, f"/random?n=60000&i={i}") for i in range(pages)]
             prepare_batch(store, urls, "b1")
+            # one request at a time, 50 ms apart: the batch that fails (written some 16 pages
+            # in, at 60 KB of random bytes a page, once the WARC process has started) is met
+            # well before the last page
             project = FetchProject(
-                tmp_path, store, NUTCH_WARC_ENABLED=True, NUTCH_HTTP_CONTENT_LIMIT=-1
+                tmp_path,
+                store,
+                NUTCH_WARC_ENABLED=True,
+                NUTCH_HTTP_CONTENT_LIMIT=-1,
+                NUTCH_FETCHER_SERVER_DELAY=0.05,
             )
             done = subprocess.run(
                 [sys.executable, "-m", "nutchy", "fetch", "b1"],
