@@ -29,6 +29,7 @@ import pickle
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 from nutchy.exceptions import StoreError
@@ -188,7 +189,9 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
             parser.table.close()
 
 
-def main() -> int:
+def run_child(answer: Callable[[IO[bytes], IO[bytes]], None]) -> int:
+    """The main function of a child process of the fetch (this one, :mod:`nutchy._warcwork`):
+    *answer* reads the messages of its standard input and answers them on its standard output."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
@@ -199,10 +202,14 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        serve(source, sink)
+        answer(source, sink)
     except BrokenPipeError:
         return 0  # the fetch's process is gone
     return 0
+
+
+def main() -> int:
+    return run_child(serve)
 
 
 if __name__ == "__main__":  # pragma: no cover

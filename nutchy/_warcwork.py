@@ -21,10 +21,7 @@ closing it, it flushes what it received and leaves the file under its ``.open`` 
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import pickle
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -184,20 +181,9 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
 
 
 def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
-    )
-    source = sys.stdin.buffer
-    # Only the answers go to the pipe: anything printed goes to standard error.
-    sink = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    try:
-        serve(source, sink)
-    except BrokenPipeError:
-        return 0  # the fetch's process is gone
-    return 0
+    from nutchy._parsework import run_child
+
+    return run_child(serve)
 
 
 if __name__ == "__main__":  # pragma: no cover
