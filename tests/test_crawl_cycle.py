@@ -325,6 +325,46 @@ def test_a_long_lived_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(
     assert marks[f"{site}/"] is None  # round 1 was updated
 
 
+def test_the_last_round_lets_the_fetch_process_end_beside_its_parse_and_updatedb(
+    tmp_path, monkeypatch
+):
+    # -rounds 2: round 1 and round 2 are fetched by one long-lived process; once round 2's fetch
+    # is over, no round follows, and the process is told so before the parse and updatedb of
+    # round 2, so that its end (Scrapy's close, the interpreter's exit) is beside them rather
+    # than after them. It ends by itself: nothing waits for it or closes it here.
+    events: list = []
+
+    class Watched(FetchProcesses):
+        def finish(self) -> None:
+            events.append(("finish", [process.poll() for process in self.processes]))
+            super().finish()
+
+    processes = Watched()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    with graph_site(GRAPH) as server:
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        (tmp_path / "seeds.txt").write_text(f"{site}/\n", encoding="utf-8")
+        report = crawl_with(tmp_path, processes, events, rounds=2)
+        (process,) = processes.processes  # both rounds in one process
+        assert process.wait(timeout=30) == 0
+    (finish,) = [i for i, event in enumerate(events) if isinstance(event, tuple)]
+    processes.close()
+    assert report.stopped == "2 rounds done"
+    assert events[finish] == ("finish", [None])  # still running when told
+    fetched = next(i for i, e in enumerate(events) if str(e).startswith("round 2: fetch:"))
+    parsed = next(i for i, e in enumerate(events) if str(e).startswith("round 2: parse:"))
+    batch = next(i for i, e in enumerate(events) if str(e).startswith("round 2: batch"))
+    assert batch < finish < fetched < parsed
+    table = rows(tmp_path)
+    assert {url: page.status for url, page in table.items()} == {
+        f"{site}/": CrawlStatus.FETCHED,
+        f"{site}/a": CrawlStatus.FETCHED,
+        f"{site}/b": CrawlStatus.FETCHED,
+        f"{site}/c": CrawlStatus.UNFETCHED,
+    }
+
+
 def test_a_fetch_limit_per_round_keeps_a_fetch_process_per_round():
     # Scrapy counts these per process: each round's fetch must have its own to get its own.
     assert long_lived(load_settings({}, project=False))

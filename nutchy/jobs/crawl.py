@@ -178,13 +178,16 @@ class FetchProcesses:
     returns what waits for the batch's end: a :class:`FetchRun` with the stats of that batch
     alone, or, if the process ended instead, its exit code (1 for 0: the batch was not fetched)
     and the stats it left. A batch given other settings than the processes' (*overrides*, by
-    default those of the first batch) is fetched by a child of its own. :meth:`close` ends
-    them."""
+    default those of the first batch) is fetched by a child of its own. :meth:`finish` tells
+    them no batch follows, and they end on their own while the caller goes on; :meth:`close`
+    ends them (if need be) and waits for them."""
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         #: the settings of the long-lived processes (None: those of the first batch)
         self.overrides = overrides
         self._children: dict[int, tuple[subprocess.Popen[bytes], Any, Path]] = {}
+        #: processes told that no batch follows, ending (:meth:`finish`)
+        self._ending: list[tuple[subprocess.Popen[bytes], Any, Path]] = []
         #: each process's stats at the end of its last batch
         self._seen: dict[int, dict[str, Any]] = {}
 
@@ -213,7 +216,7 @@ class FetchProcesses:
     @property
     def processes(self) -> list[subprocess.Popen[bytes]]:
         """The processes started so far."""
-        return [process for process, _, _ in self._children.values()]
+        return [process for process, _, _ in (*self._ending, *self._children.values())]
 
     def _start(self, overrides: Mapping[str, Any]) -> tuple[subprocess.Popen[bytes], Any, Path]:
         read, write = os.pipe()
@@ -261,18 +264,28 @@ class FetchProcesses:
             for key, value in stats.items()
         }
 
-    def close(self) -> None:
-        """End the processes (no more batches) and wait for them."""
-        for process, reports, report in self._children.values():
+    def finish(self) -> None:
+        """Tell the processes that no batch follows: each ends its crawl (Scrapy's close, the
+        interpreter's exit) while the caller goes on; :meth:`close` waits for them. A batch
+        given after this starts a new process."""
+        for process, _, _ in self._children.values():
             try:
                 assert process.stdin is not None
                 process.stdin.close()
             except OSError:
                 pass
+        self._ending.extend(self._children.values())
+        self._children.clear()
+        self._seen.clear()
+
+    def close(self) -> None:
+        """End the processes (no more batches) and wait for them."""
+        self.finish()
+        for process, reports, report in self._ending:
             process.wait()
             reports.close()
             report.unlink(missing_ok=True)
-        self._children.clear()
+        self._ending.clear()
 
 
 def long_lived(settings: BaseSettings) -> bool:
@@ -461,6 +474,10 @@ def crawl(
                             start_fetch,
                             read_ahead=not resumed,
                         )
+                        if number == rounds and isinstance(start_fetch, FetchProcesses):
+                            # No round follows: the fetch processes end (Scrapy's close, the
+                            # interpreter's exit) beside this round's parse and updatedb.
+                            start_fetch.finish()
                         table.checkpoint()  # the fetch's writes, copied into the file
                         started = _lap(this, "fetch", started)
                         log(
