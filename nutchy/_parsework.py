@@ -1,7 +1,7 @@
 """The parse process: the fetch's parse (``NUTCH_FETCHER_PARSE``) on another core.
 
-``html.parser``, link selection and the signature hold the GIL for milliseconds a page. Run in a
-thread of the fetch's process, they take turns with Scrapy's reactor for one core, and the fetch
+The parse (lxml, link selection, the signature) holds the GIL for about a millisecond a page.
+In a thread of the fetch's process, it takes turns with Scrapy's reactor for one core, and the fetch
 waits for the parse. :class:`ParseProcess` runs the parse in a process of its own,
 ``python -m nutchy._parsework``, started at the first page fetched: the fetch's process sends
 it the pages (:class:`~nutchy.pipelines.FetchedPage`, content as bytes) through a pipe, and

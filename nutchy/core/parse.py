@@ -1,7 +1,9 @@
 """Parsing a fetched page: title, text, outlinks with anchors, and the parse status.
 
-This is Nutch's ``ParseUtil`` with ``parse-html`` and ``parse-text``, over the standard library's
-:class:`html.parser.HTMLParser`. HTML pages give their title, their visible text, and their
+This is Nutch's ``ParseUtil`` with ``parse-html`` and ``parse-text``, over libxml2's HTML parser
+(``lxml.etree.HTMLParser``, whose events go to a parser target: no tree is built; docs/parse.md
+says where it reads broken markup otherwise than ``html.parser``, which nutchy used before).
+HTML pages give their title, their visible text, and their
 links (``a`` and ``area`` ``href``, ``frame`` and ``iframe`` ``src``) resolved against
 ``<base href>``; ``<meta name="robots">`` ``noindex`` empties text and title and ``nofollow``
 drops the links; a ``<meta http-equiv="refresh">`` makes the parse a redirect. Plain text gives
