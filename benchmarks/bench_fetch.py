@@ -54,6 +54,8 @@ from typing import Any
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 BODY = b"<html><head><title>page</title></head><body>" + b"x" * 2000 + b"</body></html>"
+#: What the site serves for every page: BODY, or the --page-file's bytes.
+_BODY = [BODY]
 
 
 # --- the site ----------------------------------------------------------------------------------
@@ -72,7 +74,7 @@ class _Page(asyncio.Protocol):
             if path == b"/robots.txt":
                 status, body = b"404 Not Found", b"none"
             else:
-                status, body = b"200 OK", BODY
+                status, body = b"200 OK", _BODY[0]
             self.transport.write(  # type: ignore[attr-defined]
                 b"HTTP/1.1 %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
                 % (status, len(body), body)
@@ -154,8 +156,12 @@ def crawl_plain(urls_file: str, concurrency: int, per_host: int) -> dict[str, An
 
 
 #: The settings of each ``--variants`` name.
-VARIANTS = {
-    "warc": {"NUTCH_WARC_ENABLED": True},
+VARIANTS: dict[str, dict[str, Any]] = {
+    "warc": {"NUTCH_WARC_ENABLED": True},  # at the default NUTCH_WARC_GZIP_LEVEL
+    **{
+        f"warc{level}": {"NUTCH_WARC_ENABLED": True, "NUTCH_WARC_GZIP_LEVEL": level}
+        for level in range(10)
+    },
     "metrics": {"NUTCH_METRICS_PORT": 0},
 }
 
@@ -242,9 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         default="",
-        help="also fetch with these on, comma-separated: warc, metrics",
+        help="also fetch with these on, comma-separated: warc (at the default gzip level),"
+        " warc0 ... warc9 (at that level), metrics",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory phase")
+    parser.add_argument(
+        "--page-file",
+        default="",
+        help="serve this file's bytes as every page (default: a 2 KB page, mostly 'x')",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
@@ -254,7 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         name, *rest = args.child
         if name == "serve":
-            serve(rest)
+            page, *hosts = rest
+            if page:
+                _BODY[0] = Path(page).read_bytes()
+            serve(hosts)
             return 0
         work = {"plain": crawl_plain, "nutch": crawl_nutch, "prepare": prepare}[name]
         typed = [int(a) if a.isdigit() else a for a in rest]
@@ -263,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hosts = [f"127.0.0.{i + 2}" for i in range(args.hosts)]
     server = subprocess.Popen(
-        [sys.executable, str(HERE), "--child", "serve", *hosts],
+        [sys.executable, str(HERE), "--child", "serve", args.page_file, *hosts],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -289,16 +304,19 @@ def main(argv: list[str] | None = None) -> int:
         ratios: dict[str, list[float]] = {v: [] for v in variants}
         extra_cpu: dict[str, list[float]] = {v: [] for v in variants}
         children_cpu: dict[str, list[float]] = {v: [] for v in variants}
+        written: dict[str, int] = {}  # bytes of WARC files
         for round_ in range(args.rounds):
             p = child("plain", urls, args.concurrency, args.per_host)
             n = child("nutch", crawl_dir, args.concurrency, args.per_host)
             assert p["pages"] == n["pages"] == args.hosts * args.pages, (p, n)
             for variant in variants:
                 settings = dict(VARIANTS[variant])
-                if variant == "warc":
+                if variant.startswith("warc"):
                     settings["NUTCH_WARC_DIR"] = str(work / "warc")
                 v = child("nutch", crawl_dir, args.concurrency, args.per_host, json.dumps(settings))
                 assert v["pages"] == args.hosts * args.pages, v
+                if variant.startswith("warc"):
+                    written[variant] = sum(f.stat().st_size for f in (work / "warc").iterdir())
                 shutil.rmtree(work / "warc", ignore_errors=True)
                 extra[variant].append(v["pages"] / v["seconds"])
                 ratios[variant].append(extra[variant][-1] / (n["pages"] / n["seconds"]))
@@ -370,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"| CPU ms per page of its child processes with {variant} on (median) | |"
                     f" {children_med:.2f} | |"
                 )
+            if variant in written:
+                print(f"| MB of WARC files with {variant} on | | {written[variant] / 1e6:.1f} | |")
         if rss:
             print(
                 f"| peak RSS, {args.small:,} vs {args.big:,}-row batch | |"

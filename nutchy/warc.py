@@ -93,6 +93,9 @@ FLUSH_BYTES: Final = 1 << 20
 #: Seconds the writer thread rests after writing a batch, while the next one gathers.
 LINGER: Final = 0.05
 
+#: Answers the writer thread hands over at most at once (what it pickles for the WARC process).
+MAX_BATCH: Final = 100
+
 #: zlib's window bits for a gzip member (a header and a trailer around the deflate stream).
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
 
@@ -447,11 +450,13 @@ class _Writer(threading.Thread):
         while not ended:
             answer = answers.get()
             batch: list[_Answer] = []
-            while True:  # the answer, and whatever else waits
+            while True:  # the answer, and whatever else waits (up to MAX_BATCH)
                 if answer is None:  # the last thing ever queued
                     ended = True
                     break
                 batch.append(answer)
+                if len(batch) == MAX_BATCH:
+                    break
                 try:
                     answer = answers.get_nowait()
                 except queue.Empty:
@@ -459,7 +464,7 @@ class _Writer(threading.Thread):
             self._write(batch)
             if extension.paused and answers.qsize() <= extension.queue_size // 2:
                 self.call_in_reactor(extension._resume)
-            if not ended and self.linger and not extension.paused:
+            if not ended and self.linger and not extension.paused and len(batch) < MAX_BATCH:
                 time.sleep(self.linger)  # while the next batch gathers
         if self.sink is not None:
             try:

@@ -22,7 +22,15 @@ from nutchy import default_settings
 from nutchy._warcwork import WarcProcess
 from nutchy.cli import main
 from nutchy.exceptions import ConfigError
-from nutchy.warc import FLUSH_BYTES, Capture, WarcFiles, _Writer, gzip_level, payload_digest
+from nutchy.warc import (
+    FLUSH_BYTES,
+    MAX_BATCH,
+    Capture,
+    WarcFiles,
+    _Writer,
+    gzip_level,
+    payload_digest,
+)
 
 WARCIO = str(Path(sys.executable).with_name("warcio"))
 BODY = b"<html><head><title>t</title></head><body>" + b"<p>a page of text</p>" * 200 + b"</body>"
@@ -185,19 +193,32 @@ class _Extension:
         self.failed.append(error)
 
 
-@pytest.mark.parametrize("linger", [0.0, 0.02])
-def test_the_writer_thread_leaves_every_answer_in_the_file(tmp_path, linger):
+class _Batches(WarcFiles):
+    """WarcFiles, counting the answers of each batch."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.batches: list[int] = []
+
+    def write_batch(self, captures: list[Capture]) -> None:
+        self.batches.append(len(captures))
+        super().write_batch(captures)
+
+
+@pytest.mark.parametrize("started_first", [True, False])
+def test_the_writer_thread_leaves_every_answer_in_the_file(tmp_path, started_first):
     """Answers as the reactor hands them over (a Scrapy request, its response, the body...),
     more of them than the thread takes at once: after the end, the file holds all of them."""
     extension = _Extension()
-    files = WarcFiles(tmp_path, max_size=10**9, gzip_level=1)
+    files = _Batches(tmp_path, max_size=10**9, gzip_level=1)
     writer = _Writer(
         lambda: files,
         extension,  # type: ignore[arg-type]
         call_in_reactor=lambda f, *a: f(*a),
-        linger=linger,
+        linger=0.01,
     )
-    writer.start()
+    if started_first:
+        writer.start()
     urls = [f"http://127.0.0.2:8000/p/{i}.html" for i in range(300)]
     for i, url in enumerate(urls):
         request = Request(url, headers={"Accept": "text/html"})
@@ -207,6 +228,8 @@ def test_the_writer_thread_leaves_every_answer_in_the_file(tmp_path, linger):
         )
         writer.answers.put((request, response, body, False, None, 1_764_140_400_000.0 + i))
     writer.answers.put(None)
+    if not started_first:
+        writer.start()
     writer.join(30)
     assert not writer.is_alive() and writer.error is None and not extension.failed
     (path,) = files.files
@@ -217,6 +240,9 @@ def test_the_writer_thread_leaves_every_answer_in_the_file(tmp_path, linger):
     assert len(requests) == len(urls) and files.records == 2 * len(urls)
     assert records[1][1]["WARC-Date"] == "2025-11-26T07:00:00Z"  # the time handed over
     assert len(members(path)) == 1 + 2 * len(urls)
+    assert sum(files.batches) == 300 and max(files.batches) <= MAX_BATCH
+    if not started_first:  # all waiting: taken MAX_BATCH at a time
+        assert files.batches == [100, 100, 100]
 
 
 def test_the_warc_process_writes_each_batch_and_says_what_it_wrote(tmp_path):
