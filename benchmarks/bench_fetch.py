@@ -188,9 +188,11 @@ def crawl_nutch(
             "TELNETCONSOLE_ENABLED": False,
         }
     )
-    stats, cpu = run(process, process.create_crawler(NutchSpider), batch="b1")
+    crawler = process.create_crawler(NutchSpider)
+    stats, cpu = run(process, crawler, batch="b1")
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the WARC process, ended
     return {
+        "snapshot_us": snapshot_cost(crawler),
         "pages": stats.get("nutch/fetch/status/SUCCESS", 0),
         "written": stats.get("nutch/fetch/written", 0),
         "seconds": stats["elapsed_time_seconds"],
@@ -198,6 +200,22 @@ def crawl_nutch(
         "children_cpu": children.ru_utime + children.ru_stime,
         "rss_mb": peak_rss_mb(),
     }
+
+
+def snapshot_cost(crawler: Any) -> float | None:
+    """The microseconds of one metrics snapshot (what the exporter does on the reactor once a
+    second, NUTCH_METRICS_INTERVAL) on the ended crawl's real stats and scheduler, or None with
+    the metrics off."""
+    from nutchy.metrics import NutchMetricsExtension
+
+    assert crawler.extensions is not None
+    for extension in crawler.extensions.middlewares:
+        if isinstance(extension, NutchMetricsExtension):
+            started = time.process_time()
+            for _ in range(1000):
+                extension.take()
+            return (time.process_time() - started) * 1000
+    return None
 
 
 def prepare(crawl_dir: str, urls_file: str) -> dict[str, Any]:
@@ -305,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         extra_cpu: dict[str, list[float]] = {v: [] for v in variants}
         children_cpu: dict[str, list[float]] = {v: [] for v in variants}
         written: dict[str, int] = {}  # bytes of WARC files
+        snapshot_share: list[float] = []
         for round_ in range(args.rounds):
             p = child("plain", urls, args.concurrency, args.per_host)
             n = child("nutch", crawl_dir, args.concurrency, args.per_host)
@@ -321,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                 extra[variant].append(v["pages"] / v["seconds"])
                 ratios[variant].append(extra[variant][-1] / (n["pages"] / n["seconds"]))
                 extra_cpu[variant].append(v["cpu"] * 1000 / v["pages"])
+                if v["snapshot_us"] is not None:
+                    # the exporter's own work a second, of the fetch's CPU a second
+                    snapshot_share.append(v["snapshot_us"] / 1e6 / (v["cpu"] / v["seconds"]))
                 children_cpu[variant].append(v["children_cpu"] * 1000 / v["pages"])
                 print(
                     f"round {round_ + 1}: nutchy + {variant} {extra[variant][-1]:7.0f} pages/s,"
@@ -383,13 +405,18 @@ def main(argv: list[str] | None = None) -> int:
                 f" {cpu_med / nc_med:.2f}x nutchy's |"
             )
             children_med = statistics.median(children_cpu[variant])
-            if children_med:
+            if variant.startswith("warc"):  # the WARC process, its start included
                 print(
                     f"| CPU ms per page of its child processes with {variant} on (median) | |"
                     f" {children_med:.2f} | |"
                 )
             if variant in written:
                 print(f"| MB of WARC files with {variant} on | | {written[variant] / 1e6:.1f} | |")
+            if variant == "metrics" and snapshot_share:
+                print(
+                    "| the exporter's own work: one snapshot a second, of the fetch's CPU"
+                    f" (median) | | {statistics.median(snapshot_share):.4%} | |"
+                )
         if rss:
             print(
                 f"| peak RSS, {args.small:,} vs {args.big:,}-row batch | |"
