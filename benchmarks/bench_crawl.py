@@ -36,7 +36,10 @@ Both sides get the same ``CONCURRENT_REQUESTS`` (``--concurrency``), the same re
 ``--per-host``), no politeness delay, robots.txt obeyed, ``LOG_LEVEL=INFO``. Times are wall
 times of the whole command, process start to exit, as a user sees them; pages/s is the pages
 fetched (200s the server sent) over that time. Peak RSS is the largest sum of the RSS of the
-command's process tree (the crawl and its fetch children), sampled every 0.1 s.
+command's process tree (the crawl and its fetch children), sampled every 0.1 s; peak PSS the
+same with each process's PSS (``/proc/PID/smaps_rollup``), which counts a page shared by
+several processes once in all; and each process's own peak RSS (``VmHWM``) is given by kind of
+process (the module of ``python -m``).
 
 The issue's targets: nutchy's first crawl at least 0.8x the plain spider's pages/s (goal 1.0x),
 and the re-crawl at least 3x cheaper than the first crawl. The table also gives each first crawl
@@ -586,6 +589,48 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _pss(pid: int) -> int:
+    """The proportional set size of process *pid* (bytes): its RSS with each page shared with
+    other processes (the pages a forked child shares with its parent, the libraries' code)
+    counted as that page's share, so the sum over a process tree counts every page once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def _hwm(pid: int) -> int:
+    """The peak RSS of process *pid* so far (``VmHWM``, bytes), which the kernel keeps between
+    samples."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def _role(pid: int) -> str:
+    """What process *pid* is, for the per-process peaks: the module of ``python -m MODULE``
+    (``nutchy``, ``nutchy._fetchrun``, ``nutchy._parsework``, ``scrapy``...), else the name of
+    the script or program."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return "?"
+    if "-m" in argv[:-1]:
+        return argv[argv.index("-m") + 1]
+    script = next((a for a in argv[1:] if not a.startswith("-")), argv[0])
+    return Path(script).name
+
+
 def _cpu(pid: int) -> float:
     """The CPU time (user + system, s) of process *pid* itself so far."""
     try:
@@ -609,6 +654,11 @@ class Run:
     lines: list[tuple[float, str]] = field(default_factory=list)
     cpu: float = 0.0
     own_cpu: float = 0.0
+    #: The largest sum of the PSS of the process tree (MB), sampled with the RSS.
+    pss_mb: float = 0.0
+    #: Each kind of process (:func:`_role`): the largest peak RSS (``VmHWM``, MB) of any process
+    #: of that kind.
+    peaks: dict[str, float] = field(default_factory=dict)
 
 
 def run_command(
@@ -642,6 +692,9 @@ def run_command(
     for reader in readers:
         reader.start()
     own = 0.0
+    pss_peak = 0
+    peaks: dict[str, float] = {}
+    roles: dict[int, str] = {}
     while True:
         # wait4, not poll: its rusage is the command's and its waited children's CPU time
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -649,12 +702,16 @@ def run_command(
             process.returncode = os.waitstatus_to_exitcode(status)
             break
         own = _cpu(process.pid) or own
-        tree, total = [process.pid], 0
+        tree, total, pss = [process.pid], 0, 0
         while tree:
             pid = tree.pop()
             total += _rss(pid)
+            pss += _pss(pid)
+            role = roles.setdefault(pid, _role(pid))
+            peaks[role] = max(peaks.get(role, 0.0), _hwm(pid) / 2**20)
             tree.extend(_children(pid))
         peak = max(peak, total)
+        pss_peak = max(pss_peak, pss)
         time.sleep(0.1)
     seconds = time.monotonic() - started
     cpu = usage.ru_utime + usage.ru_stime
@@ -663,7 +720,9 @@ def run_command(
     if process.returncode != 0:
         tail = "\n".join(line for _, line in lines[-20:])
         raise RuntimeError(f"{command} exited with {process.returncode}:\n{tail}")
-    return Run(seconds, peak / 2**20, "".join(out), lines, cpu, min(own, cpu))
+    return Run(
+        seconds, peak / 2**20, "".join(out), lines, cpu, min(own, cpu), pss_peak / 2**20, peaks
+    )
 
 
 def run_commands(
@@ -675,6 +734,9 @@ def run_commands(
         total.lines += [(total.seconds + t, line) for t, line in run.lines]
         total.seconds += run.seconds
         total.rss_mb = max(total.rss_mb, run.rss_mb)
+        total.pss_mb = max(total.pss_mb, run.pss_mb)
+        for role, mb in run.peaks.items():
+            total.peaks[role] = max(total.peaks.get(role, 0.0), mb)
         total.cpu += run.cpu
         total.own_cpu += run.own_cpu
         total.stdout += run.stdout
@@ -836,6 +898,10 @@ def profile_summary(title: str, paths: list[Path], limit: int = 12) -> str:
 # --- the parent --------------------------------------------------------------------------------
 
 
+def _peaks(peaks: dict[str, float]) -> str:
+    return ", ".join(f"{role} {mb:.0f}" for role, mb in sorted(peaks.items()))
+
+
 def child(name: str, *args: Any) -> list[str]:
     return [sys.executable, str(HERE), "--child", name, *map(str, args)]
 
@@ -969,6 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
                     "seconds": plain.seconds,
                     "pages": got["pages"],
                     "rss": plain.rss_mb,
+                    "pss": plain.pss_mb,
                     "floor": floor.seconds,
                     "floor_cpu": floor.cpu,
                     "download": download.seconds,
@@ -981,7 +1048,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"round {round_ + 1}: plain {got['pages']} pages in {plain.seconds:.1f} s"
                 f" ({got['pages'] / plain.seconds:.0f}/s; Scrapy's elapsed {got['elapsed']:.1f} s),"
-                f" peak RSS {plain.rss_mb:.0f} MB, CPU {plain.cpu:.1f} s (server"
+                f" peak RSS {plain.rss_mb:.0f} MB (PSS {plain.pss_mb:.0f} MB), CPU"
+                f" {plain.cpu:.1f} s (server"
                 f" {plain_server:.1f} s); every page downloaded, no parse, in {download.seconds:.1f} s"
                 f" (CPU {download.cpu:.1f} s); every page asked again, 304s, in"
                 f" {floor.seconds:.1f} s (CPU {floor.cpu:.1f} s)",
@@ -1014,6 +1082,10 @@ def main(argv: list[str] | None = None) -> int:
                         "rounds": crawl_rounds,
                         "recrawl": again.seconds,
                         "recrawl_rss": again.rss_mb,
+                        "pss": first.pss_mb,
+                        "recrawl_pss": again.pss_mb,
+                        **{f"peak:{k}": v for k, v in first.peaks.items()},
+                        **{f"recrawl_peak:{k}": v for k, v in again.peaks.items()},
                         "cpu": first.cpu,
                         "own_cpu": first.own_cpu,
                         "server_cpu": first_server,
@@ -1031,6 +1103,14 @@ def main(argv: list[str] | None = None) -> int:
                     f" re-crawl ({changed} pages changed) {again.seconds:.1f} s"
                     f" ({first.seconds / again.seconds:.1f}x cheaper), peak RSS"
                     f" {again.rss_mb:.0f} MB",
+                    flush=True,
+                )
+                print(
+                    f"    peak PSS of the tree {first.pss_mb:.0f} MB, re-crawl"
+                    f" {again.pss_mb:.0f} MB; each process's peak RSS (VmHWM, MB): first crawl "
+                    + _peaks(first.peaks)
+                    + "; re-crawl "
+                    + _peaks(again.peaks),
                     flush=True,
                 )
                 if variant.name.startswith("nutchy crawl"):  # phases from its log lines
@@ -1180,6 +1260,34 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         ],
     )
     row(
+        "peak PSS of the process tree, MB (shared pages counted once)",
+        med("plain", "pss", 0),
+        [med(n, "pss", 0) for n in variants],
+    )
+    row(
+        "peak PSS, ratio to plain's peak PSS (per round)",
+        "1.00x",
+        [
+            per_round(
+                [r["pss"] / p["pss"] for r, p in zip(results[n], results["plain"], strict=True)],
+                2,
+            )
+            for n in variants
+        ],
+    )
+    row(
+        "each process's peak RSS (VmHWM), MB",
+        "",
+        [
+            ", ".join(
+                f"{key.removeprefix('peak:')} {med(n, key, 0)}"
+                for key in sorted(results[n][0])
+                if key.startswith("peak:")
+            )
+            for n in variants
+        ],
+    )
+    row(
         "CPU time (user + sys) of the process tree, s",
         med("plain", "cpu", 1),
         [med(n, "cpu", 1) for n in variants],
@@ -1261,6 +1369,21 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         ],
     )
     row("re-crawl peak RSS, MB", "", [med(n, "recrawl_rss", 0) for n in variants])
+    row(
+        "re-crawl peak RSS, ratio to plain's first crawl (per round)",
+        "",
+        [
+            per_round(
+                [
+                    r["recrawl_rss"] / p["rss"]
+                    for r, p in zip(results[n], results["plain"], strict=True)
+                ],
+                2,
+            )
+            for n in variants
+        ],
+    )
+    row("re-crawl peak PSS, MB", "", [med(n, "recrawl_pss", 0) for n in variants])
     return "\n".join(rows)
 
 
