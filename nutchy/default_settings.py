@@ -497,6 +497,11 @@ NUTCH_STORAGE_CRAWL_ID = ""
 # org.apache.gora.hbase.store.HBaseStore is accepted as a name for the latter.
 NUTCH_STORAGE_DATA_STORE_CLASS = "nutchy.store.embedded.EmbeddedStore"
 
+# (nutchy only) The most memory (MiB) SQLite's page cache takes on each connection to the
+# embedded store (each process of a crawl has its own; pages not in it are read from the file,
+# which the system's page cache holds).
+NUTCH_STORE_EMBEDDED_CACHE_MB = 8
+
 # Whether the server's IP address is stored in mtdt:_ip_.
 NUTCH_STORE_IP_ADDRESS = False
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from nutchy.config import load_settings
-from nutchy.exceptions import StoreError, StoreUnavailable, TableMissing
+from nutchy.exceptions import ConfigError, StoreError, StoreUnavailable, TableMissing
 from nutchy.store import open_store
 from nutchy.store.base import Scan
 from nutchy.store.embedded import EmbeddedStore
@@ -30,6 +30,33 @@ def test_settings_put_the_file_under_the_crawl_dir(tmp_path):
         assert store.path == tmp_path / "c" / "news_webpage.sqlite"
         store.create()
     assert (tmp_path / "c" / "news_webpage.sqlite").exists()
+
+
+def test_the_page_cache_of_each_connection_is_bounded_by_the_setting(tmp_path, monkeypatch):
+    sizes = []
+    set_cache = EmbeddedStore._set_cache
+
+    def noted(self, conn):
+        set_cache(self, conn)
+        sizes.append(conn.execute("PRAGMA cache_size").fetchone()[0])
+
+    monkeypatch.setattr(EmbeddedStore, "_set_cache", noted)
+
+    def cache_kib(settings):
+        sizes.clear()
+        with open_store(load_settings(settings, project=False)) as store:
+            store.create()
+            list(store.scan_due_by_score(0))  # generate's walk has a connection of its own
+        return sizes
+
+    crawl = {"NUTCH_CRAWL_DIR": str(tmp_path)}
+    assert cache_kib(crawl) == [-8 * 1024] * 2  # the default, 8 MiB
+    assert cache_kib({**crawl, "NUTCH_STORE_EMBEDDED_CACHE_MB": "2.5"}) == [-2560] * 2
+    for bad in ("0", "-1", "lots", "inf"):
+        with pytest.raises(ConfigError, match=r"^NUTCH_STORE_EMBEDDED_CACHE_MB must be a number"):
+            open_store(load_settings({**crawl, "NUTCH_STORE_EMBEDDED_CACHE_MB": bad}, project=False))
+    with pytest.raises(ValueError, match="'cache_mb' must be > 0"):
+        EmbeddedStore(tmp_path / "w.sqlite", cache_mb=0)
 
 
 def test_reads_of_a_missing_table_say_how_to_create_it(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from nutchy.core.hostdb import FAMILIES as HOST_FAMILIES
@@ -59,7 +60,16 @@ def open_store(settings: BaseSettings, table: str = "webpage") -> Store:
         from nutchy.store.embedded import EmbeddedStore
 
         name = table_name(settings, table)
-        return EmbeddedStore(crawl_dir(settings) / f"{name}.sqlite", name)
+        try:
+            cache_mb = settings.getfloat("NUTCH_STORE_EMBEDDED_CACHE_MB")
+        except (TypeError, ValueError):
+            cache_mb = math.nan
+        if not 0 < cache_mb < math.inf:
+            raise ConfigError(
+                "NUTCH_STORE_EMBEDDED_CACHE_MB must be a number > 0 (MiB),"
+                f" got {settings.get('NUTCH_STORE_EMBEDDED_CACHE_MB')!r}"
+            )
+        return EmbeddedStore(crawl_dir(settings) / f"{name}.sqlite", name, cache_mb=cache_mb)
     if backend == HBASE:
         from nutchy.store.hbase import HBaseStore
 

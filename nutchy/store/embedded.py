@@ -167,7 +167,8 @@ class EmbeddedStore:
     before failing with :exc:`StoreError`. *synchronous* is SQLite's ``synchronous`` pragma:
     ``NORMAL`` (the default: safe against crashes of processes and of the machine), ``FULL``
     (also durable to the last write on power loss) or ``OFF`` (fastest; safe when only processes
-    crash).
+    crash). *cache_mb* is the most memory (MiB) SQLite's page cache takes, for each connection
+    (``NUTCH_STORE_EMBEDDED_CACHE_MB``).
     """
 
     def __init__(
@@ -176,9 +177,12 @@ class EmbeddedStore:
         table_name: str = "webpage",
         busy_timeout: float = 60.0,
         synchronous: str = "NORMAL",
+        cache_mb: float = 8,
     ):
         if synchronous.upper() not in _SYNC_MODES:
             raise ValueError(f"'synchronous' must be one of {_SYNC_MODES}, got {synchronous!r}")
+        if not cache_mb > 0:
+            raise ValueError(f"'cache_mb' must be > 0, got {cache_mb!r}")
         self.path = Path(path)
         self.table_name = table_name
         self._t = _quote(table_name)
@@ -191,6 +195,7 @@ class EmbeddedStore:
         self._busy_timeout = busy_timeout
         self._checkpointer: threading.Thread | None = None
         self._synchronous = synchronous.upper()
+        self.cache_mb = cache_mb
         # Connected on first use: a store opened where there is no file yet (a read-only verb
         # run before inject, or in the wrong folder) leaves no empty file behind; only
         # create() makes one.
@@ -238,7 +243,7 @@ class EmbeddedStore:
                 conn.execute("PRAGMA page_size = 65536")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                conn.execute("PRAGMA cache_size = -65536")
+                self._set_cache(conn)
                 conn.execute("PRAGMA wal_autocheckpoint = 4096")
                 # The schema (every page that holds it), then the first row of every table
                 # (the pages from its root down): a few pages, whatever the file's size.
@@ -257,6 +262,15 @@ class EmbeddedStore:
             self._connection = conn
             self._counted = True
             return conn
+
+    def _set_cache(self, conn: sqlite3.Connection) -> None:
+        """Bound *conn*'s page cache to :attr:`cache_mb`. Every process of a crawl (the crawl,
+        its fetch and its parse) has connections of its own, each with its cache; a page not in
+        it is read again from the file, which the system's page cache keeps in memory once for
+        all processes. The cache grows as pages are read or written, up to the bound, and stays
+        until the connection is closed: 64 MiB in each of three processes was 40 MB of the
+        peak memory of a crawl of 2,000 pages (docs/benchmarks.md)."""
+        conn.execute(f"PRAGMA cache_size = {-max(1, round(self.cache_mb * 1024))}")
 
     @property
     def _file_key(self) -> str:
@@ -739,7 +753,7 @@ class EmbeddedStore:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open the embedded store at {self.path}: {exc}") from exc
         try:
-            conn.execute("PRAGMA cache_size = -65536")
+            self._set_cache(conn)
             cursor = conn.execute(
                 f"SELECT w.sc, w.key, b.gen_mark, w.dist, b.ngt, w.ts, w.fi"
                 f" FROM {self._t} AS w INDEXED BY {_quote(self.table_name + '_due')}"
