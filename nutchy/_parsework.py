@@ -4,20 +4,24 @@ The parse (lxml, link selection, the signature) holds the GIL for about a millis
 In a thread of the fetch's process, it takes turns with Scrapy's reactor for one core, and the fetch
 waits for the parse. :class:`ParseProcess` runs the parse in a process of its own,
 ``python -m nutchy._parsework``, started at the first page fetched: the fetch's process sends
-it the pages (:class:`~nutchy.pipelines.FetchedPage`, content as bytes) through a pipe, and
-gets back their items and what was counted. The process opens the table itself from the ``NUTCH_*`` settings it
-is given, as a task of ``-numTasks`` does (:mod:`nutchy.jobs._regions`), reads the pages' rows,
-and writes their parse columns as the pipeline in a thread does
-(:class:`~nutchy.pipelines.PageParser`: every ``NUTCH_FETCHER_FLUSH_SIZE`` pages, at the end of
-a batch and on close).
+it the pages (:class:`~nutchy._pageparse.FetchedPage`, content as bytes) through a pipe, and
+gets back their items' fields and what was counted. The process opens the table itself, reads
+the pages' rows, and writes their parse columns as the pipeline in a thread does
+(:class:`~nutchy._pageparse.PageParser`: every ``NUTCH_FETCHER_FLUSH_SIZE`` pages, at the end
+of a batch and on close).
+
+It imports no Scrapy and no Twisted (the core, the store, lxml: some 30 MB of memory less than
+a process importing Scrapy): the fetch's process sends it what it makes of the settings rather
+than the settings, the store's class and arguments (:func:`nutchy.store.table_opener`) and the
+parser's (:meth:`~nutchy._pageparse.PageParser.options`), and gets the items back as dicts.
 
 It ignores Ctrl-C (the fetch's process, which gets it too, shuts down and closes it) and ends
 when its input ends. When the fetch's process dies without closing it, the parses it held are
 not written, as they would not be in a thread: ``nutchy parse ID -resume`` parses those pages.
 
-Messages are pickles, one after the other, on the child's standard input and output: first the
-settings (a dict), then ``("parse", pages, write)`` answered by ``("ok", items, stats, error)``
-(or ``("failed", text)``), and ``("close",)``, answered once the table is closed.
+Messages are pickles, one after the other, on the child's standard input and output: first
+``(open_table, options)``, then ``("parse", pages, write)`` answered by ``("ok", fields, stats,
+error)`` (or ``("failed", text)``), and ``("close",)``, answered once the table is closed.
 """
 
 from __future__ import annotations
@@ -35,10 +39,11 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 from nutchy.exceptions import StoreError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from scrapy.settings import BaseSettings
 
-    from nutchy.items import PageItem
-    from nutchy.pipelines import FetchedPage
+    from nutchy._pageparse import FetchedPage
     from nutchy.store.table import WebTable
 
 __all__ = ["ParseProcess"]
@@ -59,12 +64,7 @@ class ParseProcess:
 
     @classmethod
     def start(cls, settings: BaseSettings) -> ParseProcess:
-        """Start the process and send it the ``NUTCH_*`` settings of *settings*."""
-        values = {
-            name: value
-            for name, value in settings.copy_to_dict().items()
-            if name.startswith("NUTCH_")
-        }
+        """Start the process and have it open the table and make the parser of *settings*."""
         process = subprocess.Popen(
             [sys.executable, "-m", "nutchy._parsework"],
             stdin=subprocess.PIPE,
@@ -72,19 +72,32 @@ class ParseProcess:
         )
         started = cls(process)
         try:
-            started._send(values)
+            started.begin(settings)
         except BaseException:
             started.kill()
             raise
         return started
 
+    def begin(self, settings: BaseSettings) -> None:
+        """Send the process, first, what it opens the table of *settings* with and the
+        parser's arguments."""
+        from nutchy._pageparse import PageParser
+        from nutchy.store import table_opener
+
+        self._send((table_opener(settings), PageParser.options(settings)))
+
     def parse(
-        self, pages: list[FetchedPage], write: bool
-    ) -> tuple[list[PageItem], dict[str, int], str | None]:
-        """Parse *pages* (and write what is held when *write*) in the process: their items,
-        the stats counted and the store error met (see
-        :meth:`~nutchy.pipelines.PageParser.take`)."""
-        self._send(("parse", pages, write))
+        self, pages: Sequence[FetchedPage], write: bool
+    ) -> tuple[list[dict[str, Any]], dict[str, int], str | None]:
+        """Parse *pages* (and write what is held when *write*) in the process: their items'
+        fields, the stats counted and the store error met (see
+        :meth:`~nutchy._pageparse.PageParser.take`)."""
+        from nutchy._pageparse import FetchedPage
+
+        # The pages as the parser's own class: a subclass (the spider's item) would pickle
+        # as a class of a module that imports Scrapy.
+        plain = [p if type(p) is FetchedPage else FetchedPage(**vars(p)) for p in pages]
+        self._send(("parse", plain, write))
         answer = self._receive()
         if answer[0] != "ok":
             raise RuntimeError(f"the parse process failed: {answer[1]}")
@@ -148,18 +161,18 @@ class _Unreachable:
 
 def serve(source: IO[bytes], sink: IO[bytes]) -> None:
     """Answer the messages read from *source* on *sink* until *source* ends or says close."""
-    from nutchy.config import load_settings
-    from nutchy.pipelines import PageParser
-    from nutchy.store import open_table
+    # Here rather than above: the WARC process runs this module's run_child, and needs none
+    from nutchy._pageparse import PageParser
 
-    settings = load_settings(pickle.load(source), project=False)
+    open_table: Callable[[], WebTable]
+    open_table, options = pickle.load(source)
     try:
-        table = open_table(settings)
+        table = open_table()
     except StoreError as exc:
         # Each parse then counts its pages as not written, and says why once, as a store gone
         # away does to the pipeline in a thread.
         table = cast("WebTable", _Unreachable(exc))
-    parser = PageParser.from_settings(settings, table)
+    parser = PageParser(table, **options)
     closed = False
     try:
         while True:

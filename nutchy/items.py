@@ -19,18 +19,19 @@ content. docs/parse.md describes every field.
 
 from __future__ import annotations
 
-import base64
-import json
-from collections.abc import Mapping
-from datetime import UTC, datetime
 from pprint import pformat
 from typing import Final
 
 from scrapy import Field, Item
-from w3lib.encoding import html_to_unicode
 
-from nutchy.core.parse import HTML_TYPES
-from nutchy.core.status import ParseStatus, ParseStatusMajor, ParseStatusMinor
+# The fields' values are made without Scrapy, in the parse process too (nutchy._pageparse).
+from nutchy._pageparse import (
+    Outlinks,
+    content_fields,
+    fetch_time_iso,
+    outlinks,
+    parse_status_name,
+)
 
 __all__ = [
     "Outlinks",
@@ -109,74 +110,3 @@ class PageContentItem(PageItem):
     content = Field()
     #: Whether ``content`` is Base64.
     content_base64 = Field()
-
-
-class Outlinks(list[dict[str, str]]):
-    """The outlinks of a page: a list of ``{"url": …, "anchor": …}`` dicts.
-
-    It is a list in every way but one: as a string it is JSON. Scrapy's CSV exporter writes a
-    list of dicts with ``str()``, which would be Python's ``repr``; this way a CSV cell holds
-    the outlinks as JSON, which any CSV reader can decode. JSON lines and XML exports write the
-    list itself. (Scrapy's marshal exporter, which takes built-in types only, cannot write it.)
-    """
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        return json.dumps(list(self), ensure_ascii=False)
-
-
-def outlinks(targets: Mapping[str, str]) -> Outlinks:
-    """The :class:`Outlinks` of *targets* (target → anchor, as the parse gives them)."""
-    return Outlinks({"url": url, "anchor": anchor} for url, anchor in targets.items())
-
-
-def fetch_time_iso(ms: int) -> str:
-    """*ms* since the epoch as ISO 8601 in UTC, with milliseconds and ``Z``."""
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_status_name(status: ParseStatus) -> str:
-    """The name of a parse status in items: ``notparsed``, or the name of its minor code.
-
-    >>> parse_status_name(ParseStatus(1, 0)), parse_status_name(ParseStatus(2, 200, ("timeout",)))
-    ('success_ok', 'failed_exception')
-    >>> parse_status_name(ParseStatus(0, 0)), parse_status_name(ParseStatus(2, 299))
-    ('notparsed', 'failed_299')
-    """
-    if status.major == ParseStatusMajor.NOTPARSED:
-        return "notparsed"
-    try:
-        return ParseStatusMinor(status.minor).name.lower()
-    except ValueError:
-        try:
-            major = ParseStatusMajor(status.major).name.lower()
-        except ValueError:
-            major = str(status.major)
-        return f"{major}_{status.minor}"
-
-
-#: Media types outside ``text/*`` whose content is text.
-_TEXT_APPLICATION_TYPES: Final = frozenset({"application/json", "application/xml"})
-
-
-def content_fields(content: bytes, content_type: str | None) -> dict[str, object]:
-    """The ``content`` and ``content_base64`` fields of a page with *content* and *content_type*
-    (its ``Content-Type`` header).
-
-    >>> content_fields("é".encode("latin-1"), "text/plain; charset=iso-8859-1")
-    {'content': 'é', 'content_base64': False}
-    >>> content_fields(b"\\x89PNG", "image/png")
-    {'content': 'iVBORw==', 'content_base64': True}
-    """
-    media = (content_type or "").split(";")[0].strip().lower()
-    if (
-        media.startswith("text/")
-        or media in HTML_TYPES
-        or media in _TEXT_APPLICATION_TYPES
-        or media.endswith(("+xml", "+json"))
-    ):
-        _, text = html_to_unicode(content_type, content)
-        return {"content": text, "content_base64": False}
-    return {"content": base64.b64encode(content).decode("ascii"), "content_base64": True}

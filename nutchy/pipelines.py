@@ -19,39 +19,21 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from nutchy import _pageparse
 from nutchy._fetch import ALL_BATCHES, batch_fetched, batch_parsed
-from nutchy.core.parse import ParseConfig, is_truncated, parse_change, parse_content
-from nutchy.core.signature import Signature
-from nutchy.core.status import CrawlStatus, Mark, crawl_status_name
-from nutchy.core.webpage import WebPage
+from nutchy._pageparse import PageParser
 from nutchy.exceptions import StoreError
-from nutchy.items import (
-    PageContentItem,
-    PageItem,
-    content_fields,
-    fetch_time_iso,
-    outlinks,
-    parse_status_name,
-)
-from nutchy.jobs._cycle import (
-    CUT_STATS,
-    cut_summary,
-    finish_batch,
-    parse_config,
-    signature,
-    update_config,
-)
-from nutchy.jobs._settings import get_bool, get_float, get_int
+from nutchy.items import PageContentItem, PageItem
+from nutchy.jobs._cycle import CUT_STATS, cut_summary, finish_batch, update_config
+from nutchy.jobs._settings import get_bool
 from nutchy.store import open_table
-from nutchy.store.schema import RowUpdate, build_update
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
@@ -69,181 +51,12 @@ logger = logging.getLogger(__name__)
 __all__ = ["FetchedPage", "NutchDbUpdatePipeline", "NutchParsePipeline", "PageParser"]
 
 
-@dataclass
-class FetchedPage:
+class FetchedPage(_pageparse.FetchedPage):
     """A page the ``nutch`` spider fetched successfully, on its way to the parse pipeline, which
     returns a :class:`~nutchy.items.PageItem` in its place. Pipelines ordered before it (below
-    100) see this; its *content* is bytes and is left out of its repr."""
-
-    key: str
-    url: str
-    batch_id: str
-    base_url: str | None
-    content_type: str | None
-    headers: dict[str, str] = field(repr=False)
-    content: bytes = field(repr=False)
-    truncated: bool = False
-    #: The HTTP status code of the answer.
-    http_status: int = 200
-    #: When the answer came, in ms since the epoch (the row's ``f:ts``).
-    fetch_time: int = 0
-
-
-class PageParser:
-    """Parses :class:`FetchedPage` objects and writes their parse to *table*: the work of
-    :class:`NutchParsePipeline`, without Scrapy, so that it runs in a thread of the fetch's
-    process or in a process of its own (:mod:`nutchy._parsework`).
-
-    :meth:`process` reads the pages' rows (for the signature move and the score), parses them,
-    holds their parse columns and writes what it holds when asked or when *flush_size* are held.
-    It counts what it did in :attr:`stats` (stats keys and amounts, taken by the caller) and
-    keeps the first store error it met in :attr:`error`.
-    """
-
-    def __init__(
-        self,
-        table: WebTable,
-        *,
-        config: ParseConfig,
-        signature: Signature,
-        skip_truncated: bool,
-        timeout: float,
-        flush_size: int,
-        item_content: bool,
-    ) -> None:
-        self.table = table
-        self.config = config
-        self.signature = signature
-        self.skip_truncated = skip_truncated
-        self.timeout = timeout
-        self.flush_size = flush_size
-        self.item_content = item_content
-        #: what was counted since the caller last took it
-        self.stats: dict[str, int] = {}
-        #: the first store error not reported yet
-        self.error: str | None = None
-        #: The parses not written yet.
-        self._updates: list[RowUpdate] = []
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings, table: WebTable | None = None) -> Self:
-        """The parser of *settings*, writing to *table* (the table they name by default)."""
-        return cls(
-            open_table(settings) if table is None else table,
-            config=parse_config(settings),
-            signature=signature(settings),
-            skip_truncated=get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
-            timeout=get_float(settings, "NUTCH_PARSER_TIMEOUT"),
-            flush_size=get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
-            item_content=get_bool(settings, "NUTCH_ITEM_CONTENT"),
-        )
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.stats[key] = self.stats.get(key, 0) + n
-
-    def take(self) -> tuple[dict[str, int], str | None]:
-        """What was counted, and the store error met, since the last call."""
-        stats, self.stats = self.stats, {}
-        error, self.error = self.error, None
-        return stats, error
-
-    def process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
-        """Parse *pages* and return their items; write the parses held when *write* or when
-        there are *flush_size*. When the rows cannot be read, the pages still give their items
-        (without score), but their parses are not written: ``nutchy parse ID -resume`` parses
-        those whose fetch was written, the others are fetched again."""
-        stored: dict[str, WebPage] = {}
-        readable = True
-        if pages:
-            try:
-                stored = self.table.get_many(
-                    [p.key for p in pages], ["signature", "prev_signature", "markers", "score"]
-                )
-            except StoreError as exc:
-                self._not_written(len(pages), exc)
-                readable = False
-        items = [self._parse(page, stored.get(page.key), keep=readable) for page in pages]
-        if self._updates and (write or len(self._updates) >= self.flush_size):
-            updates, self._updates = self._updates, []
-            self._write(updates)
-        return items
-
-    def _parse(self, fetched: FetchedPage, row: WebPage | None, *, keep: bool) -> PageItem:
-        """Parse *fetched* (whose row, read before, is *row*), hold the parse for writing when
-        *keep*, and return its item."""
-        item = PageContentItem() if self.item_content else PageItem()
-        item.update(
-            url=fetched.url,
-            batch_id=fetched.batch_id,
-            status=crawl_status_name(CrawlStatus.FETCHED),
-            fetch_time=fetch_time_iso(fetched.fetch_time),
-            http_status=fetched.http_status,
-            content_type=fetched.content_type or "",
-            truncated=fetched.truncated,
-        )
-        if row is not None:
-            item["score"] = row.score
-        content_type = fetched.headers.get("Content-Type") or fetched.content_type
-        if self.item_content:
-            item.update(content_fields(fetched.content, content_type))
-        page = WebPage(
-            fetched.key,
-            status=CrawlStatus.FETCHED,
-            base_url=fetched.base_url,
-            content=fetched.content,
-            content_type=fetched.content_type,
-            headers=fetched.headers,
-            signature=row.signature if row else None,
-            prev_signature=row.prev_signature if row else None,
-            metadata={"truncated-content": b"true"} if fetched.truncated else {},
-            markers={**(row.markers if row else {}), Mark.FETCH: fetched.batch_id},
-        )
-        if self.skip_truncated and is_truncated(page):
-            self.count("nutch/parse/skipped/truncated")
-            return item
-        config = self.config
-        if self.timeout >= 0:
-            config = replace(config, clock=time.monotonic, deadline=time.monotonic() + self.timeout)
-        result = parse_content(
-            fetched.base_url or fetched.url, fetched.content, content_type, config
-        )
-        self.count(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
-        if fetched.truncated:
-            self.count("nutch/parse/truncated")  # parsed up to the cut
-        if result.outlinks_cut:
-            self.count("nutch/parse/outlinks_cut")
-        change = parse_change(page, result, self.signature)
-        if keep:
-            self._updates.append(
-                build_update(fetched.key, change.fields, change.entries, change.replace)
-            )
-        item["parse_status"] = parse_status_name(result.status)
-        if "title" in change.fields:
-            item["title"] = change.fields["title"]
-            item["text"] = change.fields["text"]
-        links = change.replace.get("outlinks", change.entries.get("outlinks"))
-        if links is not None:
-            item["outlinks"] = outlinks(cast("dict[str, str]", links))
-        new_signature = change.fields.get("signature")
-        if isinstance(new_signature, bytes):
-            item["signature"] = new_signature.hex()
-        return item
-
-    def _write(self, updates: list[RowUpdate]) -> None:
-        try:
-            self.table.write(updates)
-        except StoreError as exc:
-            self._not_written(len(updates), exc)
-        except Exception:
-            self.count("nutch/store/put_error", len(updates))
-            logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})
-
-    def _not_written(self, count: int, exc: StoreError) -> None:
-        """The parse of *count* pages was not written because of *exc*: counted, and kept."""
-        self.count("nutch/store/put_error", count)
-        self.count("nutch/parse/not_written", count)
-        if self.error is None:
-            self.error = f"{count} {exc!s}"
+    100) see this; its *content* is bytes and is left out of its repr. Its fields are those of
+    :class:`nutchy._pageparse.FetchedPage`, which the parse process takes (that module imports
+    no Scrapy)."""
 
 
 class NutchParsePipeline:
@@ -360,10 +173,12 @@ class NutchParsePipeline:
         if self.process is None and self.start_process is not None and pages:
             self.process = self.start_process()
         if self.process is not None:
-            items, stats, error = self.process.parse(pages, write)
+            fields, stats, error = self.process.parse(pages, write)
         else:
-            items = self.parser.process(pages, write)
+            fields = self.parser.process(pages, write)
             stats, error = self.parser.take()
+        kind = PageContentItem if self.parser.item_content else PageItem
+        items = [kind(values) for values in fields]
         for key, n in stats.items():
             self.stats.inc_value(key, n)
         if error is not None and not self._store_error_logged:

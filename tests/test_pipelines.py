@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import subprocess
+import sys
 
 import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
+from nutchy._parsework import ParseProcess
 from nutchy.addon import NutchAddon
+from nutchy.config import load_settings
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import StoreError
@@ -238,6 +242,40 @@ def test_the_parse_process_writes_the_rows_and_items_the_thread_writes(tmp_path,
     counted = {k: v for k, v in stats.items() if k.startswith("nutch/")}
     assert {k: v for k, v in stats_p.items() if k.startswith("nutch/")} == counted
     assert counted["nutch/parse/skipped/truncated"] == 1
+
+
+#: The parse process, with Scrapy and Twisted made impossible to import.
+WITHOUT_SCRAPY = """
+import sys
+sys.modules.update(scrapy=None, twisted=None)
+from nutchy._parsework import main
+sys.exit(main())
+"""
+
+
+def test_the_parse_process_needs_neither_scrapy_nor_twisted(tmp_path):
+    """Its memory is that of the core, the store and lxml: with Scrapy and Twisted blocked, it
+    opens the table, parses, answers with the items' fields and writes the parse."""
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(tmp_path / "crawl")}, project=False)
+    with open_table(settings) as table:
+        table.create()
+    process = ParseProcess(
+        subprocess.Popen(
+            [sys.executable, "-c", WITHOUT_SCRAPY], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+    )
+    try:
+        process.begin(settings)
+        fields, stats, error = process.parse([fetched(*PAGES[0])], write=True)
+    finally:
+        process.close()
+    assert process.process.returncode == 0
+    assert error is None and stats["nutch/parse/status/1/0"] == 1
+    assert fields[0]["title"] == "A" and fields[0]["outlinks"][0]["anchor"] == "b"
+    with open_table(settings) as table:
+        page = table.get(PAGES[0][0], ["title", "outlinks"])
+    assert page is not None and page.title == "A"
+    assert page.outlinks == {"http://a.example/b": "b", "http://c.example/": "c"}
 
 
 def test_an_updatedb_the_store_fails_says_what_to_run_and_fails_the_batch(tmp_path, caplog):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,8 @@ from nutchy.store.schema import FAMILIES
 from nutchy.store.table import WebTable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.settings import BaseSettings
 
 __all__ = [
@@ -22,6 +25,8 @@ __all__ = [
     "open_host_store",
     "open_store",
     "open_table",
+    "store_opener",
+    "table_opener",
 ]
 
 EMBEDDED = "nutchy.store.embedded.EmbeddedStore"
@@ -52,6 +57,13 @@ def open_store(settings: BaseSettings, table: str = "webpage") -> Store:
     store each table is a file of its own in the crawl directory. The table is not created here:
     see :meth:`Store.create` (``nutchy storage init``).
     """
+    return store_opener(settings, table)()
+
+
+def store_opener(settings: BaseSettings, table: str = "webpage") -> Callable[[], Store]:
+    """What :func:`open_store` calls to open the store: the store's class with its arguments
+    (a :func:`functools.partial`, which pickles), read and checked from *settings* now. A
+    process started without the settings (the parse process) opens the store with it."""
     backend = settings.get("NUTCH_STORAGE_DATA_STORE_CLASS")
     backend = _ALIASES.get(backend, backend)
     crawl_id = settings.get("NUTCH_STORAGE_CRAWL_ID") or ""
@@ -69,7 +81,9 @@ def open_store(settings: BaseSettings, table: str = "webpage") -> Store:
                 "NUTCH_STORE_EMBEDDED_CACHE_MB must be a number > 0 (MiB),"
                 f" got {settings.get('NUTCH_STORE_EMBEDDED_CACHE_MB')!r}"
             )
-        return EmbeddedStore(crawl_dir(settings) / f"{name}.sqlite", name, cache_mb=cache_mb)
+        return functools.partial(
+            EmbeddedStore, crawl_dir(settings) / f"{name}.sqlite", name, cache_mb=cache_mb
+        )
     if backend == HBASE:
         from nutchy.store.hbase import HBaseStore
 
@@ -94,7 +108,8 @@ def open_store(settings: BaseSettings, table: str = "webpage") -> Store:
                 f" got {settings.getint('NUTCH_HBASE_LOCK_TIMEOUT')!r}"
             )
 
-        return HBaseStore(
+        return functools.partial(
+            HBaseStore,
             settings.get("NUTCH_HBASE_HOST"),
             settings.getint("NUTCH_HBASE_PORT"),
             crawl_id=crawl_id,
@@ -147,8 +162,19 @@ def describe_table(settings: BaseSettings) -> str:
 
 def open_table(settings: BaseSettings) -> WebTable:
     """The web table of the settings, over :func:`open_store`."""
-    return WebTable(
-        open_store(settings),
-        read_limit=settings.getint("NUTCH_GORA_BUFFER_READ_LIMIT"),
-        write_limit=settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
+    return table_opener(settings)()
+
+
+def table_opener(settings: BaseSettings) -> Callable[[], WebTable]:
+    """What :func:`open_table` calls to open the web table, as :func:`store_opener`: it
+    pickles, and opens the table of *settings* in a process that has no settings."""
+    return functools.partial(
+        _web_table,
+        store_opener(settings),
+        settings.getint("NUTCH_GORA_BUFFER_READ_LIMIT"),
+        settings.getint("NUTCH_GORA_BUFFER_WRITE_LIMIT"),
     )
+
+
+def _web_table(open_store: Callable[[], Store], read_limit: int, write_limit: int) -> WebTable:
+    return WebTable(open_store(), read_limit=read_limit, write_limit=write_limit)

@@ -1,0 +1,322 @@
+"""The parse of fetched pages, without Scrapy: :class:`FetchedPage`, :class:`PageParser`, and
+the fields of the items they give.
+
+:class:`~nutchy.pipelines.NutchParsePipeline` parses in a thread of the fetch's process or in
+the parse process (:mod:`nutchy._parsework`); the parse process imports this module, the core,
+the store and lxml, and neither Scrapy nor Twisted (about 30 MB less than a process that imports
+Scrapy). So the parser returns each page's item as its fields (a dict), which the pipeline makes
+a :class:`~nutchy.items.PageItem` of, and the page it takes is this module's
+:class:`FetchedPage`, whose subclass :class:`nutchy.pipelines.FetchedPage` is what the ``nutch``
+spider yields.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from w3lib.encoding import html_to_unicode
+
+from nutchy.core.parse import (
+    HTML_TYPES,
+    ParseConfig,
+    is_truncated,
+    parse_change,
+    parse_content,
+)
+from nutchy.core.signature import Signature
+from nutchy.core.status import (
+    CrawlStatus,
+    Mark,
+    ParseStatus,
+    ParseStatusMajor,
+    ParseStatusMinor,
+    crawl_status_name,
+)
+from nutchy.core.webpage import WebPage
+from nutchy.exceptions import StoreError
+from nutchy.jobs._cycle import parse_config, signature
+from nutchy.jobs._settings import get_bool, get_float, get_int
+from nutchy.store import open_table
+from nutchy.store.schema import RowUpdate, build_update
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.settings import BaseSettings
+
+    from nutchy.store.table import WebTable
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "FetchedPage",
+    "Outlinks",
+    "PageParser",
+    "content_fields",
+    "fetch_time_iso",
+    "outlinks",
+    "parse_status_name",
+]
+
+
+@dataclass
+class FetchedPage:
+    """A page fetched successfully, as :class:`PageParser` takes it (the ``nutch`` spider yields
+    the subclass :class:`nutchy.pipelines.FetchedPage`); its *content* is bytes and is left out
+    of its repr."""
+
+    key: str
+    url: str
+    batch_id: str
+    base_url: str | None
+    content_type: str | None
+    headers: dict[str, str] = field(repr=False)
+    content: bytes = field(repr=False)
+    truncated: bool = False
+    #: The HTTP status code of the answer.
+    http_status: int = 200
+    #: When the answer came, in ms since the epoch (the row's ``f:ts``).
+    fetch_time: int = 0
+
+
+class PageParser:
+    """Parses :class:`FetchedPage` objects and writes their parse to *table*: the work of
+    :class:`~nutchy.pipelines.NutchParsePipeline`, without Scrapy, so that it runs in a thread
+    of the fetch's process or in a process of its own (:mod:`nutchy._parsework`).
+
+    :meth:`process` reads the pages' rows (for the signature move and the score), parses them,
+    holds their parse columns and writes what it holds when asked or when *flush_size* are held.
+    It counts what it did in :attr:`stats` (stats keys and amounts, taken by the caller) and
+    keeps the first store error it met in :attr:`error`.
+    """
+
+    def __init__(
+        self,
+        table: WebTable,
+        *,
+        config: ParseConfig,
+        signature: Signature,
+        skip_truncated: bool,
+        timeout: float,
+        flush_size: int,
+        item_content: bool,
+    ) -> None:
+        self.table = table
+        self.config = config
+        self.signature = signature
+        self.skip_truncated = skip_truncated
+        self.timeout = timeout
+        self.flush_size = flush_size
+        self.item_content = item_content
+        #: what was counted since the caller last took it
+        self.stats: dict[str, int] = {}
+        #: the first store error not reported yet
+        self.error: str | None = None
+        #: The parses not written yet.
+        self._updates: list[RowUpdate] = []
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, table: WebTable | None = None) -> Self:
+        """The parser of *settings*, writing to *table* (the table they name by default)."""
+        return cls(open_table(settings) if table is None else table, **cls.options(settings))
+
+    @staticmethod
+    def options(settings: BaseSettings) -> dict[str, Any]:
+        """The arguments of the parser of *settings* but its table: values that pickle, for the
+        parse process, which has no settings of its own."""
+        return {
+            "config": parse_config(settings),
+            "signature": signature(settings),
+            "skip_truncated": get_bool(settings, "NUTCH_PARSER_SKIP_TRUNCATED"),
+            "timeout": get_float(settings, "NUTCH_PARSER_TIMEOUT"),
+            "flush_size": get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
+            "item_content": get_bool(settings, "NUTCH_ITEM_CONTENT"),
+        }
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + n
+
+    def take(self) -> tuple[dict[str, int], str | None]:
+        """What was counted, and the store error met, since the last call."""
+        stats, self.stats = self.stats, {}
+        error, self.error = self.error, None
+        return stats, error
+
+    def process(self, pages: Sequence[FetchedPage], write: bool) -> list[dict[str, Any]]:
+        """Parse *pages* and return their items' fields (those of a
+        :class:`~nutchy.items.PageItem`, and of a :class:`~nutchy.items.PageContentItem` with
+        *item_content*), in the order the item sets them; write the parses held when *write* or when
+        there are *flush_size*. When the rows cannot be read, the pages still give their items
+        (without score), but their parses are not written: ``nutchy parse ID -resume`` parses
+        those whose fetch was written, the others are fetched again."""
+        stored: dict[str, WebPage] = {}
+        readable = True
+        if pages:
+            try:
+                stored = self.table.get_many(
+                    [p.key for p in pages], ["signature", "prev_signature", "markers", "score"]
+                )
+            except StoreError as exc:
+                self._not_written(len(pages), exc)
+                readable = False
+        items = [self._parse(page, stored.get(page.key), keep=readable) for page in pages]
+        if self._updates and (write or len(self._updates) >= self.flush_size):
+            updates, self._updates = self._updates, []
+            self._write(updates)
+        return items
+
+    def _parse(
+        self, fetched: FetchedPage, row: WebPage | None, *, keep: bool
+    ) -> dict[str, Any]:
+        """Parse *fetched* (whose row, read before, is *row*), hold the parse for writing when
+        *keep*, and return its item's fields."""
+        item: dict[str, Any] = {
+            "url": fetched.url,
+            "batch_id": fetched.batch_id,
+            "status": crawl_status_name(CrawlStatus.FETCHED),
+            "fetch_time": fetch_time_iso(fetched.fetch_time),
+            "http_status": fetched.http_status,
+            "content_type": fetched.content_type or "",
+            "truncated": fetched.truncated,
+        }
+        if row is not None:
+            item["score"] = row.score
+        content_type = fetched.headers.get("Content-Type") or fetched.content_type
+        if self.item_content:
+            item.update(content_fields(fetched.content, content_type))
+        page = WebPage(
+            fetched.key,
+            status=CrawlStatus.FETCHED,
+            base_url=fetched.base_url,
+            content=fetched.content,
+            content_type=fetched.content_type,
+            headers=fetched.headers,
+            signature=row.signature if row else None,
+            prev_signature=row.prev_signature if row else None,
+            metadata={"truncated-content": b"true"} if fetched.truncated else {},
+            markers={**(row.markers if row else {}), Mark.FETCH: fetched.batch_id},
+        )
+        if self.skip_truncated and is_truncated(page):
+            self.count("nutch/parse/skipped/truncated")
+            return item
+        config = self.config
+        if self.timeout >= 0:
+            config = replace(config, clock=time.monotonic, deadline=time.monotonic() + self.timeout)
+        result = parse_content(
+            fetched.base_url or fetched.url, fetched.content, content_type, config
+        )
+        self.count(f"nutch/parse/status/{result.status.major}/{result.status.minor}")
+        if fetched.truncated:
+            self.count("nutch/parse/truncated")  # parsed up to the cut
+        if result.outlinks_cut:
+            self.count("nutch/parse/outlinks_cut")
+        change = parse_change(page, result, self.signature)
+        if keep:
+            self._updates.append(
+                build_update(fetched.key, change.fields, change.entries, change.replace)
+            )
+        item["parse_status"] = parse_status_name(result.status)
+        if "title" in change.fields:
+            item["title"] = change.fields["title"]
+            item["text"] = change.fields["text"]
+        links = change.replace.get("outlinks", change.entries.get("outlinks"))
+        if links is not None:
+            item["outlinks"] = outlinks(cast("dict[str, str]", links))
+        new_signature = change.fields.get("signature")
+        if isinstance(new_signature, bytes):
+            item["signature"] = new_signature.hex()
+        return item
+
+    def _write(self, updates: list[RowUpdate]) -> None:
+        try:
+            self.table.write(updates)
+        except StoreError as exc:
+            self._not_written(len(updates), exc)
+        except Exception:
+            self.count("nutch/store/put_error", len(updates))
+            logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})
+
+    def _not_written(self, count: int, exc: StoreError) -> None:
+        """The parse of *count* pages was not written because of *exc*: counted, and kept."""
+        self.count("nutch/store/put_error", count)
+        self.count("nutch/parse/not_written", count)
+        if self.error is None:
+            self.error = f"{count} {exc!s}"
+
+
+class Outlinks(list[dict[str, str]]):
+    """The outlinks of a page: a list of ``{"url": …, "anchor": …}`` dicts.
+
+    It is a list in every way but one: as a string it is JSON. Scrapy's CSV exporter writes a
+    list of dicts with ``str()``, which would be Python's ``repr``; this way a CSV cell holds
+    the outlinks as JSON, which any CSV reader can decode. JSON lines and XML exports write the
+    list itself. (Scrapy's marshal exporter, which takes built-in types only, cannot write it.)
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return json.dumps(list(self), ensure_ascii=False)
+
+
+def outlinks(targets: Mapping[str, str]) -> Outlinks:
+    """The :class:`Outlinks` of *targets* (target → anchor, as the parse gives them)."""
+    return Outlinks({"url": url, "anchor": anchor} for url, anchor in targets.items())
+
+
+def fetch_time_iso(ms: int) -> str:
+    """*ms* since the epoch as ISO 8601 in UTC, with milliseconds and ``Z``."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_status_name(status: ParseStatus) -> str:
+    """The name of a parse status in items: ``notparsed``, or the name of its minor code.
+
+    >>> parse_status_name(ParseStatus(1, 0)), parse_status_name(ParseStatus(2, 200, ("timeout",)))
+    ('success_ok', 'failed_exception')
+    >>> parse_status_name(ParseStatus(0, 0)), parse_status_name(ParseStatus(2, 299))
+    ('notparsed', 'failed_299')
+    """
+    if status.major == ParseStatusMajor.NOTPARSED:
+        return "notparsed"
+    try:
+        return ParseStatusMinor(status.minor).name.lower()
+    except ValueError:
+        try:
+            major = ParseStatusMajor(status.major).name.lower()
+        except ValueError:
+            major = str(status.major)
+        return f"{major}_{status.minor}"
+
+
+#: Media types outside ``text/*`` whose content is text.
+_TEXT_APPLICATION_TYPES: Final = frozenset({"application/json", "application/xml"})
+
+
+def content_fields(content: bytes, content_type: str | None) -> dict[str, object]:
+    """The ``content`` and ``content_base64`` fields of a page with *content* and *content_type*
+    (its ``Content-Type`` header).
+
+    >>> content_fields("é".encode("latin-1"), "text/plain; charset=iso-8859-1")
+    {'content': 'é', 'content_base64': False}
+    >>> content_fields(b"\\x89PNG", "image/png")
+    {'content': 'iVBORw==', 'content_base64': True}
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    if (
+        media.startswith("text/")
+        or media in HTML_TYPES
+        or media in _TEXT_APPLICATION_TYPES
+        or media.endswith(("+xml", "+json"))
+    ):
+        _, text = html_to_unicode(content_type, content)
+        return {"content": text, "content_base64": False}
+    return {"content": base64.b64encode(content).decode("ascii"), "content_base64": True}
