@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from scrapy.utils.asyncio import run_in_thread
 
+from nutchy._memory import release_memory
 from nutchy.rounds import RoundDriver
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class ParentRounds(RoundDriver):
     async def next_batch(self, job: FetchJob) -> FetchJob | None:
         if self._fetched is not None:
             self._report(self._fetched)
+            release_memory()  # what the fetch of the batch freed
         line = await run_in_thread(self.commands.readline)
         if not line.strip():
             return None  # no more batches

@@ -36,6 +36,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
+from nutchy._memory import release_memory
 from nutchy.exceptions import StoreError
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
                 answer: tuple[Any, ...] = ("failed", f"{type(exc).__name__}: {exc}")
             else:
                 answer = ("ok", items, *parser.take())
+                if write:  # the end of a batch, or of a fetch
+                    release_memory()
             pickle.dump(answer, sink, protocol=pickle.HIGHEST_PROTOCOL)
             sink.flush()
     finally:

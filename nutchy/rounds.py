@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from scrapy.utils.asyncio import run_in_thread
 
 from nutchy._fetch import batch_fetched, batch_parsed, batch_updated
+from nutchy._memory import release_memory
 from nutchy.core.generate import new_batch_id
 from nutchy.exceptions import StoreError
 from nutchy.jobs.generate import GenerateOptions, generate
@@ -114,6 +115,8 @@ class RoundDriver:
         result = await run_in_thread(
             generate, self.table, options, now=now, batch_id=batch_id, add_days=job.add_days
         )
+        # what this round's updatedb and this generate freed, before the next fetch
+        release_memory()
         if result.selected == 0:
             logger.info("Generate selected no URL: nothing left to fetch")
             return None

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nutchy._checks import check_settings
+from nutchy._memory import release_memory
 from nutchy.agent import contact_warning
 from nutchy.config import crawl_dir
 from nutchy.core.generate import new_batch_id
@@ -465,6 +466,8 @@ def crawl(
                         fetch_overrides = overrides
                         if resumed:  # the rows whose fetch the killed crawl wrote are left
                             fetch_overrides = {**overrides, "NUTCH_FETCHER_JOB_RESUME": True}
+                        # what the last updatedb and this generate freed, before the fetch
+                        release_memory()
                         ahead, failed, this.statuses, this.cut = _fetch(
                             table,
                             settings,
