@@ -504,6 +504,9 @@ class Variant:
     default: bool = True
     #: Environment variables the commands need (``SCRAPY_SETTINGS_MODULE`` for ``scrapy crawl``).
     env: dict[str, str] = field(default_factory=dict)
+    #: The processes it runs beside one like the plain spider's, by their imports
+    #: (:data:`IMPORTS`), for the memory floor; empty: no floor given.
+    beside: tuple[str, ...] = ()
 
 
 def _nutchy(*args: str) -> list[str]:
@@ -521,11 +524,34 @@ def _nutchy_crawl(*extra: str, name: str = "", default: bool = False) -> Variant
             )
         ],
         default=default or not extra,
+        beside=("crawl", "parse"),
     )
 
 
 def _scrapy(*args: str) -> list[str]:
     return [sys.executable, "-m", "scrapy", *args]
+
+
+#: What the processes of a crawl beside its fetch import: ``nutchy crawl``'s own process (the
+#: command, generate, updatedb; Scrapy's settings) and the parse process (no Scrapy). An idle
+#: process importing them is the least memory each can take (:func:`import_rss`).
+IMPORTS = {
+    "crawl": "nutchy.cli,nutchy.jobs.crawl",
+    "parse": "nutchy._parsework,nutchy.store.embedded,nutchy.jobs._cycle",
+}
+
+
+def import_rss(modules: str, cwd: Path, log: Path) -> float:
+    """The RSS (MB) of a Python process that has imported *modules* (comma-separated) and
+    nothing else."""
+    code = (
+        "import gc, importlib, os, sys\n"
+        "for name in sys.argv[1].split(','): importlib.import_module(name)\n"
+        "gc.collect()\n"
+        "print(int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE'))"
+    )
+    run = run_command([sys.executable, "-c", code, modules], cwd, log)
+    return int(run.stdout.split()[-1]) / 2**20
 
 
 #: The nutchy variants; each is a few lines.
@@ -543,6 +569,7 @@ VARIANTS = [
             _scrapy("crawl", "nutch", "-a", "rounds=1", "-a", f"adddays={c.add_days}", *c.s()),
         ],
         env={"SCRAPY_SETTINGS_MODULE": "settings"},
+        beside=("parse",),
     ),
     # Two fetch processes a round, each with the hosts of one partition.
     _nutchy_crawl("-numFetchers", "2", name="nutchy crawl -numFetchers 2", default=True),
@@ -1030,8 +1057,10 @@ def main(argv: list[str] | None = None) -> int:
             served = server_counts(ports) - before
             asked = json.loads(download.stdout.strip().splitlines()[-1])["pages"]
             assert asked == served[200] == args.pages, (asked, served)
+            floors = {kind: import_rss(modules, work, log) for kind, modules in IMPORTS.items()}
             results["plain"].append(
                 {
+                    **{f"imports:{kind}": mb for kind, mb in floors.items()},
                     "seconds": plain.seconds,
                     "pages": got["pages"],
                     "rss": plain.rss_mb,
@@ -1084,6 +1113,11 @@ def main(argv: list[str] | None = None) -> int:
                         "recrawl_rss": again.rss_mb,
                         "pss": first.pss_mb,
                         "recrawl_pss": again.pss_mb,
+                        # the floor: the plain spider's peak and idle processes importing what
+                        # the crawl's other processes import
+                        "rss_floor": plain.rss_mb + sum(floors[kind] for kind in variant.beside)
+                        if variant.beside
+                        else 0.0,
                         **{f"peak:{k}": v for k, v in first.peaks.items()},
                         **{f"recrawl_peak:{k}": v for k, v in again.peaks.items()},
                         "cpu": first.cpu,
@@ -1105,8 +1139,12 @@ def main(argv: list[str] | None = None) -> int:
                     f" {again.rss_mb:.0f} MB",
                     flush=True,
                 )
+                floor_mb = results[variant.name][-1]["rss_floor"]
                 print(
-                    f"    peak PSS of the tree {first.pss_mb:.0f} MB, re-crawl"
+                    f"    floor {floor_mb:.0f} MB (the plain spider's {plain.rss_mb:.0f} MB + idle"
+                    " imports of "
+                    + ", ".join(f"{kind} {floors[kind]:.0f} MB" for kind in variant.beside)
+                    + f"); peak PSS of the tree {first.pss_mb:.0f} MB, re-crawl"
                     f" {again.pss_mb:.0f} MB; each process's peak RSS (VmHWM, MB): first crawl "
                     + _peaks(first.peaks)
                     + "; re-crawl "
@@ -1248,33 +1286,36 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         med("plain", "rss", 0),
         [med(n, "rss", 0) for n in variants],
     )
-    row(
-        "peak RSS, ratio to plain (per round)",
-        "1.00x",
-        [
+    def to_plain(key: str, plain_key: str) -> list[str]:
+        """Each variant's *key* over the plain spider's *plain_key*, per round."""
+        return [
             per_round(
-                [r["rss"] / p["rss"] for r, p in zip(results[n], results["plain"], strict=True)],
+                [r[key] / p[plain_key] for r, p in zip(results[n], results["plain"], strict=True)],
                 2,
             )
+            if all(r[key] for r in results[n])
+            else ""
+            for n in variants
+        ]
+
+    row("peak RSS, ratio to plain (per round)", "1.00x", to_plain("rss", "rss"))
+    row(
+        "memory floor, MB: plain's peak RSS + idle processes importing what the crawl's own"
+        f" process ({med('plain', 'imports:crawl', 0)} MB) and the parse process"
+        f" ({med('plain', 'imports:parse', 0)} MB) import",
+        "",
+        [
+            med(n, "rss_floor", 0) if all(r["rss_floor"] for r in results[n]) else ""
             for n in variants
         ],
     )
+    row("... the floor over plain's peak RSS (per round)", "", to_plain("rss_floor", "rss"))
     row(
         "peak PSS of the process tree, MB (shared pages counted once)",
         med("plain", "pss", 0),
         [med(n, "pss", 0) for n in variants],
     )
-    row(
-        "peak PSS, ratio to plain's peak PSS (per round)",
-        "1.00x",
-        [
-            per_round(
-                [r["pss"] / p["pss"] for r, p in zip(results[n], results["plain"], strict=True)],
-                2,
-            )
-            for n in variants
-        ],
-    )
+    row("peak PSS, ratio to plain's peak PSS (per round)", "1.00x", to_plain("pss", "pss"))
     row(
         "each process's peak RSS (VmHWM), MB",
         "",
@@ -1372,16 +1413,7 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
     row(
         "re-crawl peak RSS, ratio to plain's first crawl (per round)",
         "",
-        [
-            per_round(
-                [
-                    r["recrawl_rss"] / p["rss"]
-                    for r, p in zip(results[n], results["plain"], strict=True)
-                ],
-                2,
-            )
-            for n in variants
-        ],
+        to_plain("recrawl_rss", "rss"),
     )
     row("re-crawl peak PSS, MB", "", [med(n, "recrawl_pss", 0) for n in variants])
     return "\n".join(rows)
