@@ -82,9 +82,8 @@ IDENTICAL_PROFILE: Final = "http://netpreserve.org/warc/1.0/revisit/identical-pa
 #: Response headers that describe the bytes on the wire, which the record does not hold.
 _WIRE_HEADERS: Final = frozenset({"transfer-encoding", "content-length"})
 
-#: ``NUTCH_WARC_GZIP_LEVEL``'s default, zlib's (and Java's GZIPOutputStream's) own: see
-#: docs/benchmarks.md for what each level costs.
-DEFAULT_GZIP_LEVEL: Final = 6
+#: ``NUTCH_WARC_GZIP_LEVEL``'s default (see docs/benchmarks.md for what each level costs).
+DEFAULT_GZIP_LEVEL: Final = 5
 
 #: Bytes of gzipped records after which :class:`WarcFiles` writes them to the file even though
 #: more are to come.

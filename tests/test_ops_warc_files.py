@@ -163,7 +163,7 @@ def test_a_full_file_is_closed_and_the_next_opened(tmp_path):
 
 def test_the_gzip_level_setting():
     settings = Settings({"NUTCH_WARC_GZIP_LEVEL": default_settings.NUTCH_WARC_GZIP_LEVEL})
-    assert gzip_level(settings) == 6
+    assert gzip_level(settings) == 5
     for bad in (-1, 10):
         with pytest.raises(ConfigError, match=f"NUTCH_WARC_GZIP_LEVEL must be 0 to 9, got {bad}"):
             gzip_level(Settings({"NUTCH_WARC_GZIP_LEVEL": bad}))
