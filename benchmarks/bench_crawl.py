@@ -1139,12 +1139,16 @@ def main(argv: list[str] | None = None) -> int:
                     f" {again.rss_mb:.0f} MB",
                     flush=True,
                 )
-                floor_mb = results[variant.name][-1]["rss_floor"]
-                print(
-                    f"    floor {floor_mb:.0f} MB (the plain spider's {plain.rss_mb:.0f} MB + idle"
-                    " imports of "
+                floor = (
+                    f"floor {results[variant.name][-1]['rss_floor']:.0f} MB (the plain spider's"
+                    f" {plain.rss_mb:.0f} MB + idle imports of "
                     + ", ".join(f"{kind} {floors[kind]:.0f} MB" for kind in variant.beside)
-                    + f"); peak PSS of the tree {first.pss_mb:.0f} MB, re-crawl"
+                    + "); "
+                    if variant.beside
+                    else ""
+                )
+                print(
+                    f"    {floor}peak PSS of the tree {first.pss_mb:.0f} MB, re-crawl"
                     f" {again.pss_mb:.0f} MB; each process's peak RSS (VmHWM, MB): first crawl "
                     + _peaks(first.peaks)
                     + "; re-crawl "

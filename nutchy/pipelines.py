@@ -50,6 +50,13 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["FetchedPage", "NutchDbUpdatePipeline", "NutchParsePipeline", "PageParser"]
 
+#: Pages parsed together at most. The pages of a parse, with their pickles on the way to the
+#: parse process and their items on the way back, are held in the fetch's process and in the
+#: parse process at once: 32 pages of a documentation site are about 1 MB, where the pages that
+#: waited while a parse was under way reached 140 (3.7 MB) on the 2,000-page site of
+#: benchmarks/bench_crawl.py.
+PARSE_CHUNK = 32
+
 
 class FetchedPage(_pageparse.FetchedPage):
     """A page the ``nutch`` spider fetched successfully, on its way to the parse pipeline, which
@@ -147,8 +154,7 @@ class NutchParsePipeline:
         a time, until nothing waits; then tell each waiter."""
         try:
             while self._waiting or self._flushes:
-                waiting, self._waiting = self._waiting, []
-                flushes, self._flushes = self._flushes, []
+                waiting, flushes = self._take()
                 pages = [page for page, _ in waiting]
                 try:
                     items = await run_in_thread(self._process, pages, bool(flushes))
@@ -166,6 +172,15 @@ class NutchParsePipeline:
                     flushed.callback(None)
         finally:
             self._working = False
+
+    def _take(self) -> tuple[list[tuple[FetchedPage, Deferred[PageItem]]], list[Deferred[None]]]:
+        """The next pages to parse (the first :data:`PARSE_CHUNK` waiting), and the flushes
+        that wait for them: every flush asked for once no page waits after these, else none."""
+        waiting, self._waiting = self._waiting[:PARSE_CHUNK], self._waiting[PARSE_CHUNK:]
+        if self._waiting:
+            return waiting, []  # the flushes are made with the last pages waiting
+        flushes, self._flushes = self._flushes, []
+        return waiting, flushes
 
     def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
         """Parse *pages* and return their items, writing as :meth:`PageParser.process` does, in

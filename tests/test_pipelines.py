@@ -13,6 +13,7 @@ import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
 
 from nutchy._parsework import ParseProcess
 from nutchy.addon import NutchAddon
@@ -21,7 +22,12 @@ from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import StoreError
 from nutchy.items import PageContentItem, PageItem
-from nutchy.pipelines import FetchedPage, NutchDbUpdatePipeline, NutchParsePipeline
+from nutchy.pipelines import (
+    PARSE_CHUNK,
+    FetchedPage,
+    NutchDbUpdatePipeline,
+    NutchParsePipeline,
+)
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
 
@@ -127,6 +133,21 @@ def test_parses_and_writes_a_batch(tmp_path):
         assert table.get("http://a.example/t") is None
     assert c.stats.get_value("nutch/parse/status/1/0") == 1
     assert c.stats.get_value("nutch/parse/skipped/truncated") == 1
+
+
+def test_pages_waiting_are_parsed_in_chunks_and_a_flush_waits_for_the_last(tmp_path):
+    pipeline = build_from_crawler(NutchParsePipeline, crawler(tmp_path))
+    try:
+        pages = [(fetched(f"http://a.example/{i}", b""), Deferred()) for i in range(70)]
+        flush = Deferred()
+        pipeline._waiting, pipeline._flushes = list(pages), [flush]
+        taken = [pipeline._take() for _ in range(3)]
+        assert [len(waiting) for waiting, _ in taken] == [PARSE_CHUNK, PARSE_CHUNK, 6]
+        assert [waiting for waiting, _ in taken] == [pages[:32], pages[32:64], pages[64:]]
+        assert [flushes for _, flushes in taken] == [[], [], [flush]]
+        assert (pipeline._waiting, pipeline._flushes) == ([], [])
+    finally:
+        pipeline.table.close()
 
 
 def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, caplog):
