@@ -1,23 +1,24 @@
 """A long scan's memory: rows scanned against the peak RSS of the process that scans them.
 
     flock /work/bench.lock python benchmarks/bench_scan.py                   # 10k, 50k, 200k rows
-    python benchmarks/bench_scan.py --rows 2000,10000 --store hbase --text 4000
+    python benchmarks/bench_scan.py --rows 2000,10000 --store hbase --text 4000 --transport buffered
 
 For each store of ``--store``, one table grows to each size of ``--rows`` in turn, over 1,000
 hosts. A row has the six cells ``updatehostdb`` reads (status, protocol status, fetch time,
 score, ``mtdt:_rs_``, ``mtdt:_nft_``) and ``--text`` characters of parsed text (``p:c``). On
-HBase the table is in the HBase test server (``nutchy.testing.hbase_server``, framed transport
-and binary protocol, the test suite's), which runs in a process of its own: what it holds is
-not the client's.
+HBase the table is in the HBase test server (``nutchy.testing.hbase_server``), which runs in a
+process of its own: what it holds is not the client's. Its transport is ``--transport``: framed
+(the test suite's, with its 2 MiB limit on the frames the server reads) or buffered (HBase's
+default); the protocol is binary.
 
 At each size, each reader scans the whole table in a new child process: ``store`` is the
 store's ``scan`` as the jobs call it (``NUTCH_GORA_BUFFER_READ_LIMIT`` rows a page),
-``happybase`` (HBase only) is happybase's ``Table.scan`` with the same ``batch_size``, and
-``job columns`` reads the six cells, ``whole rows`` every cell. The child reads its own
+``happybase`` (HBase only) is happybase's ``Table.scan`` with the same ``batch_size``; each
+reads the six cells (``job``), then every cell (``whole rows``). The child reads its own
 ``VmHWM`` (its peak RSS since its exec; ``ru_maxrss`` would count the peak of the process it
 was started from) once the table is open, after half of the rows and at the end. A client that
-keeps something per row grows between the half and the end; the last column is that growth per
-row scanned. The test server's own ``VmHWM`` is printed beside, for comparison.
+keeps something per row grows between the half and the end: the column ``bytes/row, half to
+end`` is that growth per row scanned. The test server's own ``VmHWM`` is printed beside, for comparison.
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ def scan(settings: dict[str, object], reader: str, columns: list[str] | None, ro
     return result
 
 
-def start_server() -> tuple[subprocess.Popen[str], int]:
+def start_server(transport: str = "framed") -> tuple[subprocess.Popen[str], int]:
     command = [sys.executable, "-m", "nutchy.testing.hbase_server", "--port", "0"]
-    command += ["--transport", "framed", "--protocol", "binary"]
+    command += ["--transport", transport, "--protocol", "binary"]
     server = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -158,9 +159,13 @@ def main() -> None:
     parser.add_argument("--rows", default="10000,50000,200000", help="sizes, comma-separated")
     parser.add_argument("--store", default="hbase,embedded", help="hbase, embedded or both")
     parser.add_argument("--text", type=int, default=2000, help="characters of text a row")
+    parser.add_argument("--transport", choices=("framed", "buffered"), default="framed")
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.rows.split(","))
-    print(f"text {args.text} characters a row; load average {os.getloadavg()}")
+    print(
+        f"text {args.text} characters a row; HBase {args.transport} transport;"
+        f" load average {os.getloadavg()}"
+    )
     print(
         "| store | rows | reader | columns | seconds | CPU s | rows/s | RSS open (MB)"
         " | RSS half (MB) | RSS end (MB) | bytes/row, half to end | test server (MB) |"
@@ -172,12 +177,12 @@ def main() -> None:
             settings: dict[str, object] = {"NUTCH_CRAWL_DIR": tmp, "NUTCH_STORAGE_CRAWL_ID": "b"}
             readers = ["store"]
             if store == "hbase":
-                server, port = start_server()
+                server, port = start_server(args.transport)
                 settings |= {
                     "NUTCH_STORAGE_DATA_STORE_CLASS": "nutchy.store.hbase.HBaseStore",
                     "NUTCH_HBASE_HOST": "127.0.0.1",
                     "NUTCH_HBASE_PORT": port,
-                    "NUTCH_HBASE_TRANSPORT": "framed",
+                    "NUTCH_HBASE_TRANSPORT": args.transport,
                     "NUTCH_HBASE_PROTOCOL": "binary",
                 }
                 readers.append("happybase")
