@@ -14,9 +14,12 @@ default); the protocol is binary.
 At each size, each reader scans the whole table in a new child process: ``store`` is the
 store's ``scan`` as the jobs call it (``NUTCH_GORA_BUFFER_READ_LIMIT`` rows a page),
 ``happybase`` (HBase only) is happybase's ``Table.scan`` with the same ``batch_size``; each
-reads the six cells (``job``), then every cell (``whole rows``). The child reads its own
+reads the six cells (``job``), then every cell (``whole rows``). Then (unless ``--no-jobs``)
+the jobs that scan the whole table run on it, each in a child of its own: ``updatehostdb``,
+``index -all`` (``-rebuild``, into the JSON lines writer) and ``dedup`` (sorting in runs of
+20,000 entries); the fetched rows (90%) are parsed, with a title and a signature of their own. The child reads its own
 ``VmHWM`` (its peak RSS since its exec; ``ru_maxrss`` would count the peak of the process it
-was started from) once the table is open, after half of the rows and at the end. A client that
+was started from) once the table is open, after half of the rows (scans only) and at the end. A client that
 keeps something per row grows between the half and the end: the column ``bytes/row, half to
 end`` is that growth per row scanned. The test server's own ``VmHWM`` is printed beside, for comparison.
 """
@@ -24,6 +27,7 @@ end`` is that growth per row scanned. The test server's own ``VmHWM`` is printed
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import struct
@@ -34,7 +38,13 @@ import time
 from pathlib import Path
 
 from nutchy.config import load_settings
-from nutchy.core.status import CrawlStatus, ProtocolStatus, ProtocolStatusCode
+from nutchy.core.status import (
+    CrawlStatus,
+    ParseStatus,
+    ParseStatusMajor,
+    ProtocolStatus,
+    ProtocolStatusCode,
+)
 from nutchy.core.urls import reverse_url
 from nutchy.store import open_store
 from nutchy.store.schema import RowUpdate, encode_cell
@@ -45,6 +55,17 @@ NOW = 1_700_000_000_000
 #: The cells ``updatehostdb`` reads (nutchy.jobs.hostdb).
 JOB_COLUMNS = ["f:st", "f:prot", "f:ts", "s:s", "mtdt:_rs_", "mtdt:_nft_"]
 WORDS = "the quick brown fox jumps over the lazy dog "
+#: What each reader scans: the six cells, then every cell.
+SCANS = (("job", JOB_COLUMNS), ("whole rows", None))
+#: The jobs run on the same table, and the rows each reads of a table of n rows (dedup reads
+#: the pages with a signature: the 90% fetched and parsed).
+JOBS = {
+    "updatehostdb": lambda n: n,
+    "index -all": lambda n: n,
+    "dedup": lambda n: n - (n + 9) // 10,
+}
+#: NUTCH_DEDUPLICATION_SORT_ROWS: below the table's size, so dedup's memory is its sort's bound.
+SORT_ROWS = 20_000
 
 CHILD = r"""
 import json, sys, time
@@ -60,8 +81,23 @@ settings = load_settings(options["settings"], project=False)
 columns = [c.encode() for c in options["columns"]] if options["columns"] else None
 half = options["rows"] // 2
 marks = {}
+reader = options["reader"]
 with open_table(settings) as table:
-    if options["reader"] == "happybase":
+    if reader == "updatehostdb":
+        from nutchy.jobs.hostdb import update_hostdb_of
+
+        rows = lambda: update_hostdb_of(table, settings, now=int(time.time() * 1000))[0].rows
+    elif reader == "index -all":
+        from nutchy.index.chain import load_filters, load_writers
+        from nutchy.jobs.index import index
+
+        filters, writers = load_filters(settings), load_writers(settings)
+        rows = lambda: index(table, None, filters=filters, writers=writers, rebuild=True).rows
+    elif reader == "dedup":
+        from nutchy.jobs.dedup import DedupOptions, dedup
+
+        rows = lambda: dedup(table, DedupOptions.from_settings(settings)).counts.pages
+    elif reader == "happybase":
         import happybase
 
         connection = happybase.Connection(
@@ -78,10 +114,13 @@ with open_table(settings) as table:
     started = time.perf_counter()
     cpu = time.process_time()
     n = 0
-    for key, cells in rows:
-        n += 1
-        if n == half:
-            marks["half"] = peak_kb()
+    if callable(rows):
+        n = rows()
+    else:
+        for key, cells in rows:
+            n += 1
+            if n == half:
+                marks["half"] = peak_kb()
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu
 marks["end"] = peak_kb()
@@ -104,6 +143,10 @@ def cells(i: int, text: str) -> dict[bytes, bytes]:
         b"mtdt:_rs_": struct.pack(">i", 20 + i % 300),
         b"mtdt:_nft_": (NOW - 86_400_000 + i).to_bytes(8, "big"),
     }
+    if i % 10:  # parsed: indexable, with a signature of its own
+        row[b"p:t"] = f"Page {i}".encode()
+        row[b"p:st"] = encode_cell("parse_status", ParseStatus(ParseStatusMajor.SUCCESS, 0))
+        row[b"p:sig"] = hashlib.md5(str(i).encode()).digest()
     if text:
         row[b"p:c"] = f"{i} {text}".encode()
     return row
@@ -160,6 +203,9 @@ def main() -> None:
     parser.add_argument("--store", default="hbase,embedded", help="hbase, embedded or both")
     parser.add_argument("--text", type=int, default=2000, help="characters of text a row")
     parser.add_argument("--transport", choices=("framed", "buffered"), default="framed")
+    parser.add_argument(
+        "--no-jobs", action="store_true", help="scans only, not updatehostdb, index -all, dedup"
+    )
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.rows.split(","))
     print(
@@ -174,7 +220,12 @@ def main() -> None:
     for store in args.store.split(","):
         server = None
         with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
-            settings: dict[str, object] = {"NUTCH_CRAWL_DIR": tmp, "NUTCH_STORAGE_CRAWL_ID": "b"}
+            settings: dict[str, object] = {
+                "NUTCH_CRAWL_DIR": tmp,
+                "NUTCH_STORAGE_CRAWL_ID": "b",
+                "NUTCH_INDEX_WRITERS": {"nutchy.index.writers.JSONLinesIndexWriter": 100},
+                "NUTCH_DEDUPLICATION_SORT_ROWS": SORT_ROWS,
+            }
             readers = ["store"]
             if store == "hbase":
                 server, port = start_server(args.transport)
@@ -191,20 +242,27 @@ def main() -> None:
                 for rows in sizes:
                     grow(settings, built, rows, args.text)
                     built = rows
-                    for reader in readers:
-                        for name, columns in (("job", JOB_COLUMNS), ("whole rows", None)):
-                            r = scan(settings, reader, columns, rows)
-                            if r["rows"] != rows:
-                                raise SystemExit(f"{reader} read {r['rows']} of {rows} rows")
-                            growth = (r["end"] - r["half"]) * 1024 / (rows - rows // 2)
-                            served = f"{peak_rss_kib(server.pid) / 1024:.0f}" if server else ""
-                            print(
-                                f"| {store} | {rows:,} | {reader} | {name} | {r['seconds']:.1f}"
-                                f" | {r['cpu']:.1f} | {rows / r['seconds']:,.0f}"
-                                f" | {r['open'] / 1024:.0f} | {r['half'] / 1024:.0f}"
-                                f" | {r['end'] / 1024:.0f} | {growth:.0f} | {served} |",
-                                flush=True,
-                            )
+                    runs = [
+                        (reader, name, columns) for reader in readers for name, columns in SCANS
+                    ]
+                    if not args.no_jobs:
+                        runs += [(job, "its own", None) for job in JOBS]
+                    for reader, name, columns in runs:
+                        r = scan(settings, reader, columns, rows)
+                        if r["rows"] != (rows if reader not in JOBS else JOBS[reader](rows)):
+                            raise SystemExit(f"{reader} read {r['rows']} of {rows} rows")
+                        half = growth = ""
+                        if "half" in r:
+                            half = f"{r['half'] / 1024:.0f}"
+                            growth = f"{(r['end'] - r['half']) * 1024 / (rows - rows // 2):.0f}"
+                        served = f"{peak_rss_kib(server.pid) / 1024:.0f}" if server else ""
+                        print(
+                            f"| {store} | {rows:,} | {reader} | {name} | {r['seconds']:.1f}"
+                            f" | {r['cpu']:.1f} | {rows / r['seconds']:,.0f}"
+                            f" | {r['open'] / 1024:.0f} | {half} | {r['end'] / 1024:.0f}"
+                            f" | {growth} | {served} |",
+                            flush=True,
+                        )
             finally:
                 if server is not None:
                     server.terminate()
