@@ -776,16 +776,20 @@ _PHASE = re.compile(r"nutchy crawl: round \d+: (fetch|parse|updatedb): ")
 
 def phases(lines: list[tuple[float, str]]) -> dict[str, float]:
     """Seconds in start + inject (Python, imports, the seeds), generate, fetch, parse (what the
-    fetch left) and updatedb, summed over rounds, read from the times the ``nutchy crawl`` log
-    lines arrived."""
+    fetch left) and updatedb, summed over rounds, and the end (from the last updatedb to the
+    crawl's last line: the last generate, which found nothing, when there is one, and the fetch
+    processes' exit and the table's close), read from the times the ``nutchy crawl`` log lines
+    arrived."""
     spent: Counter[str] = Counter()
     last = 0.0
     for t, line in lines:
         phase = _PHASE.search(line)
         if "nutchy crawl: inject: " in line:
             spent["start + inject"] += t - last
-        elif _ROUND.search(line) or "stopped, " in line:
-            spent["generate"] += t - last  # "stopped": the last generate, which found nothing
+        elif _ROUND.search(line):
+            spent["generate"] += t - last
+        elif "stopped, " in line:
+            spent["end"] += t - last
         elif phase:
             spent[phase.group(1)] += t - last
         else:
