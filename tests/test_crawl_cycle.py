@@ -86,8 +86,10 @@ def left_for(batch):
     )
 
 
-def rows(crawl_dir):
-    settings = load_settings({"NUTCH_CRAWL_DIR": str(crawl_dir / "crawl")}, project=False)
+def rows(crawl_dir, **settings):
+    settings = load_settings(
+        {"NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"), **settings}, project=False
+    )
     with open_table(settings) as table:
         return {p.url: p for p in table.scan()}
 
@@ -325,13 +327,19 @@ def test_a_long_lived_fetch_stopped_by_a_signal_stops_the_crawl_before_updatedb(
     assert marks[f"{site}/"] is None  # round 1 was updated
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["embedded", "hbase"])
 def test_the_last_round_lets_the_fetch_process_end_beside_its_parse_and_updatedb(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, store, request
 ):
     # -rounds 2: round 1 and round 2 are fetched by one long-lived process; once round 2's fetch
     # is over, no round follows, and the process is told so before the parse and updatedb of
     # round 2, so that its end (Scrapy's close, the interpreter's exit) is beside them rather
     # than after them. It ends by itself: nothing waits for it or closes it here.
+    settings = {}
+    if store == "hbase":
+        hbase = request.getfixturevalue("hbase_settings")
+        settings = {**hbase, "NUTCH_STORAGE_CRAWL_ID": f"last{tmp_path.name[-12:]}"}
     events: list = []
 
     class Watched(FetchProcesses):
@@ -345,7 +353,7 @@ def test_the_last_round_lets_the_fetch_process_end_beside_its_parse_and_updatedb
     with graph_site(GRAPH) as server:
         site = f"http://127.0.0.1:{server.server_address[1]}"
         (tmp_path / "seeds.txt").write_text(f"{site}/\n", encoding="utf-8")
-        report = crawl_with(tmp_path, processes, events, rounds=2)
+        report = crawl_with(tmp_path, processes, events, rounds=2, **settings)
         (process,) = processes.processes  # both rounds in one process
         assert process.wait(timeout=30) == 0
     (finish,) = [i for i, event in enumerate(events) if isinstance(event, tuple)]
@@ -356,7 +364,7 @@ def test_the_last_round_lets_the_fetch_process_end_beside_its_parse_and_updatedb
     parsed = next(i for i, e in enumerate(events) if str(e).startswith("round 2: parse:"))
     batch = next(i for i, e in enumerate(events) if str(e).startswith("round 2: batch"))
     assert batch < finish < fetched < parsed
-    table = rows(tmp_path)
+    table = rows(tmp_path, **settings)
     assert {url: page.status for url, page in table.items()} == {
         f"{site}/": CrawlStatus.FETCHED,
         f"{site}/a": CrawlStatus.FETCHED,
