@@ -99,6 +99,10 @@ def serve(hosts: list[str]) -> None:
 # --- children ----------------------------------------------------------------------------------
 
 
+def load_average() -> str:
+    return " ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -358,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"round {round_ + 1}: plain {plain[-1]:7.0f} pages/s ({plain_cpu[-1]:.2f} ms CPU"
                 f" per page), nutchy {nutch[-1]:7.0f} pages/s ({nutch_cpu[-1]:.2f} ms),"
-                f" ratio {nutch[-1] / plain[-1]:.2f}",
+                f" ratio {nutch[-1] / plain[-1]:.2f} (load average {load_average()})",
                 flush=True,
             )
         rss: dict[int, float] = {}
