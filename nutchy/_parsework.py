@@ -3,7 +3,7 @@
 The parse (lxml, link selection, the signature) holds the GIL for about a millisecond a page.
 In a thread of the fetch's process, it takes turns with Scrapy's reactor for one core, and the fetch
 waits for the parse. :class:`ParseProcess` runs the parse in a process of its own,
-``python -m nutchy._parsework``, started at the first page fetched: the fetch's process sends
+``python -m nutchy._parsework``, started when the spider opens: the fetch's process sends
 it the pages (:class:`~nutchy._pageparse.FetchedPage`, content as bytes) through a pipe, and
 gets back their items' fields and what was counted. The process opens the table itself, reads
 the pages' rows, and writes their parse columns as the pipeline in a thread does
@@ -33,6 +33,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
@@ -56,12 +57,18 @@ CLOSE_TIMEOUT = 30.0
 class ParseProcess:
     """The parse process (see the module docstring), running as *process*.
 
-    One call at a time: :meth:`parse` and :meth:`close` block (the pipeline calls them in a
-    thread, one after the other).
+    :meth:`parse` and :meth:`close` block (the pipeline calls them in threads). Several
+    :meth:`parse` calls may be under way at once, each in a thread of its own: they are sent
+    in turn and answered in the order they were sent, so the process finds the next pages in
+    its pipe as soon as it has answered. :meth:`close` comes after the last.
     """
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
+        #: held while a call is sent, and until it is next to read its answer
+        self._sending = threading.Lock()
+        #: held while an answer is read
+        self._receiving = threading.Lock()
 
     @classmethod
     def start(cls, settings: BaseSettings) -> ParseProcess:
@@ -98,8 +105,15 @@ class ParseProcess:
         # The pages as the parser's own class: a subclass (the spider's item) would pickle
         # as a class of a module that imports Scrapy.
         plain = [p if type(p) is FetchedPage else FetchedPage(**vars(p)) for p in pages]
-        self._send(("parse", plain, write))
-        answer = self._receive()
+        with self._sending:
+            self._send(("parse", plain, write))
+            # The answers come in the order of the calls: this one's is read after those of
+            # the calls sent before it.
+            self._receiving.acquire()
+        try:
+            answer = self._receive()
+        finally:
+            self._receiving.release()
         if answer[0] != "ok":
             raise RuntimeError(f"the parse process failed: {answer[1]}")
         _, items, stats, error = answer

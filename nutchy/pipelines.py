@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +76,7 @@ class NutchParsePipeline:
 
     Parsing never runs on the reactor: with *start_process* (``NUTCH_FETCHER_PARSE_PROCESS``,
     which starts a :class:`~nutchy._parsework.ParseProcess`), in a process of its own, on another
-    core, from the first page on; else in a thread of this process. The pages that arrive while a parse is under way are parsed
+    core, started when the spider opens; else in a thread of this process. The pages that arrive while a parse is under way are parsed
     together in the next one, with one read of their rows (for the signature move and the
     score). The writes are buffered, and written every *flush_size* pages, when a batch has been
     fetched, and on close (by :class:`PageParser`).
@@ -91,13 +92,15 @@ class NutchParsePipeline:
         self.parser = parser
         self.table = parser.table
         self.stats = stats
-        #: starts the parse process (at the first page: a crawl that never gets one, or that
-        #: cannot start, starts none)
+        #: starts the parse process (when the spider opens: a crawl that cannot start starts
+        #: none)
         self.start_process = start_process
         self.process: ParseProcess | None = None
         self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
         self._flushes: list[Deferred[None]] = []
-        self._working = False
+        #: parses under way
+        self._working = 0
+        self._counting = threading.Lock()
         self._store_error_logged = False
 
     @classmethod
@@ -118,6 +121,14 @@ class NutchParsePipeline:
         )
         crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
         return pipeline
+
+    async def open_spider(self) -> None:
+        # Started now rather than at the first page, the process's start (its imports and the
+        # table's opening, about half a second of CPU) runs on the other core while the fetch
+        # opens and asks for robots.txt and the first pages, not between the first page and
+        # its parse: every crawl's first round waited for it.
+        if self.start_process is not None:
+            self.process = await run_in_thread(self.start_process)
 
     async def batch_fetched(self, batch_id: str, complete: bool) -> None:
         """The batch's last page has come: write what is still held."""
@@ -145,33 +156,41 @@ class NutchParsePipeline:
         await maybe_deferred_to_future(flushed)
 
     def _work(self) -> None:
-        if not self._working:
-            self._working = True
-            deferred_from_coro(self._worker())
+        """Send the next pages waiting (and the flushes asked) to a parse, unless as many
+        parses as may run at once are under way: one in a thread; two in the parse process, so
+        that the next pages are already in its pipe when it answers, rather than sent once this
+        process has read the answer and handed the items on to Scrapy, which would leave it
+        idle meanwhile."""
+        depth = 1 if self.process is None else 2
+        while (self._waiting or self._flushes) and self._working < depth:
+            waiting, flushes = self._take()
+            self._working += 1
+            deferred_from_coro(self._parse(waiting, flushes))
 
-    async def _worker(self) -> None:
-        """Parse the pages waiting, and write when asked or when enough are held, one parse at
-        a time, until nothing waits; then tell each waiter."""
+    async def _parse(
+        self, waiting: list[tuple[FetchedPage, Deferred[PageItem]]], flushes: list[Deferred[None]]
+    ) -> None:
+        """Parse the pages of *waiting*, and write when *flushes* ask or when enough are held;
+        then tell each waiter, and send what waits meanwhile."""
         try:
-            while self._waiting or self._flushes:
-                waiting, flushes = self._take()
-                pages = [page for page, _ in waiting]
-                try:
-                    items = await run_in_thread(self._process, pages, bool(flushes))
-                except Exception as exc:  # noqa: BLE001 - each waiter gets it and raises it
-                    # A bug, not the store (whose errors the parser counts): each item fails
-                    # with it, and Scrapy logs it.
-                    for _, parsed in waiting:
-                        parsed.errback(exc)
-                    for flushed in flushes:
-                        flushed.errback(exc)
-                    continue
-                for (_, parsed), item in zip(waiting, items, strict=True):
-                    parsed.callback(item)
+            pages = [page for page, _ in waiting]
+            try:
+                items = await run_in_thread(self._process, pages, bool(flushes))
+            except Exception as exc:  # noqa: BLE001 - each waiter gets it and raises it
+                # A bug, not the store (whose errors the parser counts): each item fails with
+                # it, and Scrapy logs it.
+                for _, parsed in waiting:
+                    parsed.errback(exc)
                 for flushed in flushes:
-                    flushed.callback(None)
+                    flushed.errback(exc)
+                return
+            for (_, parsed), item in zip(waiting, items, strict=True):
+                parsed.callback(item)
+            for flushed in flushes:
+                flushed.callback(None)
         finally:
-            self._working = False
+            self._working -= 1
+            self._work()
 
     def _take(self) -> tuple[list[tuple[FetchedPage, Deferred[PageItem]]], list[Deferred[None]]]:
         """The next pages to parse (the first :data:`PARSE_CHUNK` waiting), and the flushes
@@ -186,6 +205,7 @@ class NutchParsePipeline:
         """Parse *pages* and return their items, writing as :meth:`PageParser.process` does, in
         the parse process or here (in a thread); count what was done."""
         if self.process is None and self.start_process is not None and pages:
+            # Called before the spider opened (the pipeline used on its own).
             self.process = self.start_process()
         if self.process is not None:
             fields, stats, error = self.process.parse(pages, write)
@@ -194,6 +214,12 @@ class NutchParsePipeline:
             stats, error = self.parser.take()
         kind = PageContentItem if self.parser.item_content else PageItem
         items = [kind(values) for values in fields]
+        with self._counting:  # two parses may end at once, each in a thread
+            self._count(stats, error)
+        return items
+
+    def _count(self, stats: dict[str, int], error: str | None) -> None:
+        """Count *stats*, and say the first store error."""
         for key, n in stats.items():
             self.stats.inc_value(key, n)
         if error is not None and not self._store_error_logged:
@@ -204,7 +230,6 @@ class NutchParsePipeline:
                 " -resume; the next are counted in nutch/parse/not_written): %(error)s",
                 {"n": count, "error": message},
             )
-        return items
 
 
 class NutchDbUpdatePipeline:

@@ -8,6 +8,7 @@ import hashlib
 import logging
 import subprocess
 import sys
+import threading
 
 import pytest
 from scrapy.exceptions import NotConfigured
@@ -361,3 +362,98 @@ def test_other_items_pass_through(tmp_path):
     item = {"a": 1}
     assert asyncio.run(pipeline.process_item(item)) is item
     pipeline.table.close()
+
+
+class _HeldParse:
+    """A parse process that holds every parse until :attr:`go` is set, and notes how many are
+    under way at once."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.lock = threading.Lock()
+        self.under_way = 0
+        self.most = 0
+        self.calls: list[list[str]] = []
+
+    def parse(self, pages, write):
+        with self.lock:
+            self.under_way += 1
+            self.most = max(self.most, self.under_way)
+            self.calls.append([page.url for page in pages])
+        self.go.wait(5)
+        with self.lock:
+            self.under_way -= 1
+        return [{"url": page.url} for page in pages], {"nutch/parse/x": len(pages)}, None
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_parse_process_gets_the_next_pages_before_it_answers(tmp_path):
+    """Two parses are sent to the parse process at once, so that it finds the next pages in its
+    pipe when it answers; the pages that come meanwhile wait, and go together in the next."""
+    c = crawler(tmp_path)
+    c.stats.open_spider()
+    held = _HeldParse()
+    parser = build_from_crawler(NutchParsePipeline, c).parser
+    pipeline = NutchParsePipeline(parser, stats=c.stats, start_process=lambda: held)
+    urls = [f"http://a.example/{i}" for i in range(5)]
+
+    async def crawl():
+        await pipeline.open_spider()
+        pages = [asyncio.ensure_future(pipeline.process_item(fetched(u, b"x"))) for u in urls]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(held.calls) == 2:
+                break
+        await asyncio.sleep(0.05)
+        assert held.under_way == 2 and held.calls == [urls[:1], urls[1:2]]
+        held.go.set()
+        return await asyncio.gather(*pages)
+
+    items = asyncio.run(crawl())
+    parser.table.close()
+    assert [item["url"] for item in items] == urls
+    assert held.most == 2 and held.calls[2:] == [urls[2:]]
+    assert c.stats.get_value("nutch/parse/x") == 5
+
+
+def test_parses_sent_at_once_to_the_parse_process_get_their_own_answers(tmp_path):
+    """Threads calling ParseProcess.parse at once each get the items of their own pages, and
+    every parse is written."""
+    c = crawler(tmp_path)
+    with open_table(c.settings) as table:
+        table.create()
+    process = ParseProcess.start(c.settings)
+    got: dict[int, list[list[str]]] = {}
+
+    def parse(thread: int) -> None:
+        got[thread] = []
+        for call in range(6):
+            pages = [
+                fetched(f"http://a.example/{thread}/{call}/{i}", b"<title>%d</title>" % i)
+                for i in range(1 + (thread + call) % 4)
+            ]
+            items, _, error = process.parse(pages, write=call == 5)
+            assert error is None
+            got[thread].append([item["url"] for item in items])
+            assert [item["title"] for item in items] == [str(i) for i in range(len(pages))]
+
+    try:
+        threads = [threading.Thread(target=parse, args=(n,)) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        process.close()
+    assert process.process.returncode == 0
+    for n in range(3):
+        assert got[n] == [
+            [f"http://a.example/{n}/{call}/{i}" for i in range(1 + (n + call) % 4)]
+            for call in range(6)
+        ]
+    with open_table(c.settings) as table:
+        titles = {page.key: page.title for page in table.scan(["title"])}
+    assert len(titles) == sum(1 + (n + call) % 4 for n in range(3) for call in range(6))
+    assert titles[reverse_url("http://a.example/2/5/3")] == "3"
