@@ -73,6 +73,19 @@ def test_title_and_textarea_hold_text_not_markup() -> None:
     assert list(r.outlinks) == ["http://www.example.com/out"]
 
 
+def test_the_title_is_the_first_title_outside_svg() -> None:
+    # As a browser's document.title: an SVG icon's <title> is no page title (html.parser added
+    # it: "Page Icon") but text; so is a second title.
+    r = parse("<title>Page</title><title>Again</title><body><svg><title>Icon</title></svg> text")
+    assert (r.title, r.text) == ("Page", "Again Icon text")
+    # Text before <html> (a server's warning, a template's tag) puts everything in the body:
+    # the title still counts.
+    late = parse("Warning: x<html><head><title>Late</title></head><body>b</body></html>")
+    assert (late.title, late.text) == ("Late", "Warning: x b")
+    icon_first = parse("<svg><title>Icon</title></svg><title>Page</title>")
+    assert (icon_first.title, icon_first.text) == ("Page", "Icon")
+
+
 def test_links_in_noscript_are_kept_without_their_text() -> None:
     r = parse('<noscript><a href="/n">no script</a></noscript><p>seen</p>')
     assert r.outlinks == {"http://www.example.com/n": ""}

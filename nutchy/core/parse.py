@@ -57,6 +57,8 @@ TEXT_TYPES: Final = frozenset({"text/plain", "text/markdown", "text/x-markdown"}
 
 #: Elements whose content is not text a reader sees.
 _INVISIBLE: Final = frozenset({"script", "style", "noscript", "template"})
+#: Elements whose ``title`` is not the page's.
+_FOREIGN: Final = frozenset({"svg", "math"})
 #: Link-bearing attributes, by element.
 _LINK_ATTRS: Final = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
 #: How much markup is parsed between two checks of the time limit.
@@ -134,7 +136,10 @@ class _HTMLExtractor:
     hands each start, end, text and comment to this object, which builds no tree. A text node
     may come in several ``data`` calls (libxml2 cuts it at character references and at the end
     of a fed chunk); they are joined into one before the text node is kept, so that text nodes,
-    as in Nutch's ``DOMContentUtils``, are what is separated by a space.
+    as in Nutch's ``DOMContentUtils``, are what is separated by a space. The title is the text
+    of the first ``title`` element that is not an SVG's or MathML's, as a browser's
+    ``document.title``; any other ``title`` (an SVG icon's, a second one) is text like any
+    other element's.
     """
 
     def __init__(self) -> None:
@@ -145,7 +150,9 @@ class _HTMLExtractor:
         self.robots: set[str] = set()
         self.refresh: str | None = None
         self._invisible = 0
-        self._in_title = 0
+        #: 0 before the page's title, 1 inside it, 2 after it
+        self._title = 0
+        self._foreign = 0  # inside svg or math
         self._anchor: list[str] | None = None
         self._pending: list[str] = []
 
@@ -155,7 +162,7 @@ class _HTMLExtractor:
             return
         data = pending[0] if len(pending) == 1 else "".join(pending)
         pending.clear()
-        if self._in_title:
+        if self._title == 1:
             self.title.append(data)
         elif not self._invisible:
             self.text.append(data)
@@ -166,7 +173,10 @@ class _HTMLExtractor:
         if self._pending:
             self._flush()
         if tag == "title":
-            self._in_title += 1
+            if not self._title and not self._foreign:
+                self._title = 1
+        elif tag in _FOREIGN:
+            self._foreign += 1
         elif tag in _INVISIBLE:
             self._invisible += 1
         elif tag == "base":
@@ -194,7 +204,10 @@ class _HTMLExtractor:
         if self._pending:
             self._flush()
         if tag == "title":
-            self._in_title = max(0, self._in_title - 1)
+            if self._title == 1:
+                self._title = 2
+        elif tag in _FOREIGN:
+            self._foreign = max(0, self._foreign - 1)
         elif tag in _INVISIBLE:
             self._invisible = max(0, self._invisible - 1)
         elif tag == "a":
