@@ -30,13 +30,14 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from nutchy.testing.memory import peak_rss_kib
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000
@@ -45,7 +46,7 @@ TOP_N = 50_000
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_kib() / 1024
 
 
 # --- children ----------------------------------------------------------------------------------

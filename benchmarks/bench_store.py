@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from nutchy.testing.memory import peak_rss_kib
 
 BATCH = 1000
 HEADERS = [
@@ -144,7 +145,7 @@ def open_backend(args: argparse.Namespace):
         return EmbeddedStore(Path(args.dir) / "webpage.sqlite")
     from nutchy.store.hbase import HBaseStore
 
-    return HBaseStore("127.0.0.1", args.port, timeout=60000)
+    return HBaseStore("127.0.0.1", args.port, timeout=20000)
 
 
 def phase(args: argparse.Namespace) -> dict[str, float]:
@@ -153,7 +154,7 @@ def phase(args: argparse.Namespace) -> dict[str, float]:
 
     if args.backend == "floor":
         n, nbytes, elapsed = floor_phase(args)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rss = peak_rss_kib() / 1024
         return {
             "rows": n,
             "seconds": elapsed,
@@ -197,7 +198,7 @@ def phase(args: argparse.Namespace) -> dict[str, float]:
             nbytes += len(cells.get(b"f:cnt", b""))
         elapsed = time.perf_counter() - start
     store.close()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_kib() / 1024
     return {"rows": n, "seconds": elapsed, "rows_per_s": n / elapsed, "bytes": nbytes, "rss": rss}
 
 
