@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import re
 import signal
+import time
+from pathlib import Path
 
 import pytest
 from sites import graph_site
@@ -483,3 +485,48 @@ def test_the_crawl_with_v_shows_the_childrens_scrapy_log(crawl_dir, capfd):
     err = capfd.readouterr().err
     assert "started (bot:" in err and "INFO: Fetched batch" in err
     assert "nutchy crawl: round 1: fetch: 1 URLs fetched: 1 success;" in err
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@pytest.mark.slow
+def test_a_fetch_process_started_before_its_table_waits_for_its_first_batch(crawl_dir):
+    # nutchy crawl starts its fetch process before inject creates the table: the process
+    # imports, then waits for its first batch before it builds its crawler (which refuses a
+    # table that does not exist), and fetches the batch it is given.
+    overrides = {
+        "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
+        "NUTCH_FETCHER_SERVER_DELAY": 0,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "WARNING",
+    }
+    processes = FetchProcesses(overrides)
+    lines: list[str] = []
+    with contextlib.closing(processes):
+        processes.prestart(1)
+        (process,) = processes.processes
+        ticks = -1
+        for _ in range(240):  # until its CPU time stops growing: its imports are done
+            time.sleep(0.25)
+            if process.poll() is not None or _cpu_ticks(process.pid) == ticks:
+                break
+            ticks = _cpu_ticks(process.pid)
+        assert process.poll() is None  # waiting, not refused for want of a table
+        assert not (crawl_dir / "crawl").exists()
+        report = crawl_with(crawl_dir, processes, lines, rounds=1)
+        assert processes.processes == [process]  # the batch went to it
+    assert report.rounds[0].statuses == {"SUCCESS": 1}
+    assert process.returncode == 0
+
+
+def test_a_fetch_process_never_given_a_batch_is_killed(crawl_dir):
+    # A crawl that ends before its first fetch (nothing due) does not wait for the start-up of
+    # the processes it started ahead.
+    processes = FetchProcesses({"NUTCH_CRAWL_DIR": str(crawl_dir / "crawl")})
+    processes.prestart(2)
+    started = processes.processes
+    processes.close()
+    assert [p.returncode for p in started] == [-signal.SIGKILL, -signal.SIGKILL]

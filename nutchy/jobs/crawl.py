@@ -172,7 +172,8 @@ def start_child(command: list[str]) -> ChildFetch:
 
 class FetchProcesses:
     """Long-lived fetch processes, one per partition: ``python -m nutchy._fetchrun -rounds``
-    (:mod:`nutchy._fetchrounds`), started with *overrides* at their first batch and kept for
+    (:mod:`nutchy._fetchrounds`), started with *overrides* at their first batch (or before it,
+    :meth:`prestart`) and kept for
     the whole crawl, so that a round pays no Scrapy start-up and keeps what the last one learned
     of the hosts (robots.txt, Crawl-delay, last fetch times, DNS). Called as a
     :data:`StartFetch`, it gives a process its next batch (partition *k* to process *k*) and
@@ -191,6 +192,19 @@ class FetchProcesses:
         self._ending: list[tuple[subprocess.Popen[bytes], Any, Path]] = []
         #: each process's stats at the end of its last batch
         self._seen: dict[int, dict[str, Any]] = {}
+        #: the processes given a batch so far
+        self._given: set[int] = set()
+
+    def prestart(self, partitions: int) -> None:
+        """Start the processes of *partitions* partitions now, before their first batch, so
+        that their start-up (Python's and Scrapy's imports, a second or so of CPU) runs beside
+        what the caller does before it (inject, generate) rather than after it. Each waits for
+        its first batch before it builds its crawler, and one that never gets a batch is killed
+        when the processes finish, having done nothing."""
+        assert self.overrides is not None
+        for k in range(partitions):
+            if k not in self._children:
+                self._children[k] = self._start(self.overrides)
 
     def __call__(
         self, batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
@@ -205,6 +219,7 @@ class FetchProcesses:
         if k not in self._children:
             self._children[k] = self._start(overrides)
         process, _reports, _ = self._children[k]
+        self._given.add(k)
         assert process.stdin is not None
         try:
             process.stdin.write(json.dumps({"batch": batch_id, "partition": partition}).encode())
@@ -268,8 +283,10 @@ class FetchProcesses:
     def finish(self) -> None:
         """Tell the processes that no batch follows: each ends its crawl (Scrapy's close, the
         interpreter's exit) while the caller goes on; :meth:`close` waits for them. A batch
-        given after this starts a new process."""
-        for process, _, _ in self._children.values():
+        given after this starts a new process; one that was never given a batch is killed."""
+        for k, (process, _, _) in self._children.items():
+            if k not in self._given:
+                process.kill()  # still in its start-up, or waiting: it did nothing
             try:
                 assert process.stdin is not None
                 process.stdin.close()
@@ -278,6 +295,7 @@ class FetchProcesses:
         self._ending.extend(self._children.values())
         self._children.clear()
         self._seen.clear()
+        self._given.clear()
 
     def close(self) -> None:
         """End the processes (no more batches) and wait for them."""
@@ -391,6 +409,8 @@ def crawl(
     start_fetch = start_fetch or processes or start_fetch_in_child
     ending = contextlib.closing(processes) if processes else contextlib.nullcontext()
     with _metrics(settings) as metrics, open_table(settings) as table, ending:
+        if processes is not None:
+            processes.prestart(num_fetchers)
         if seeds:
             result = inject(table, seeds, inject_options, now=_now())
             report.injected = result.injected
