@@ -72,6 +72,15 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def batch_fetch(pid: int) -> bool:
+    """Whether *pid* runs ``python -m nutchy._fetchrun BATCH ...``, a fetch of one batch."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return False
+    return "nutchy._fetchrun" in args and "-rounds" not in args
+
+
 class Killer:
     """Kills, from the site's request hook, the crawl or its fetch child when the *n*-th page
     is asked for."""
@@ -140,7 +149,9 @@ def test_sigkill_anywhere_then_the_same_command_makes_the_table_of_an_unkilled_c
     crawl = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     fetch = None
     while crawl.poll() is None:
-        found = children(crawl.pid)
+        # the resumed batch's own fetch child (its settings differ from the long-lived fetch
+        # process's, started ahead with the crawl, which waits meanwhile)
+        found = [pid for pid in children(crawl.pid) if batch_fetch(pid)]
         if fetch is None and found:
             fetch = found[0]
         elif fetch is not None and fetch not in found:  # the fetch child has ended
