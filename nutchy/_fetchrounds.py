@@ -54,7 +54,8 @@ class ParentRounds(RoundDriver):
     async def next_batch(self, job: FetchJob) -> FetchJob | None:
         if self._fetched is not None:
             self._report(self._fetched)
-            release_memory()  # what the fetch of the batch freed
+            # what the fetch of the batch freed (a few ms: not on the reactor)
+            await run_in_thread(release_memory)
         line = await run_in_thread(self.commands.readline)
         if not line.strip():
             return None  # no more batches

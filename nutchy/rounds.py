@@ -115,8 +115,9 @@ class RoundDriver:
         result = await run_in_thread(
             generate, self.table, options, now=now, batch_id=batch_id, add_days=job.add_days
         )
-        # what this round's updatedb and this generate freed, before the next fetch
-        release_memory()
+        # what this round's updatedb and this generate freed, before the next fetch (a few ms:
+        # not on the reactor)
+        await run_in_thread(release_memory)
         if result.selected == 0:
             logger.info("Generate selected no URL: nothing left to fetch")
             return None
