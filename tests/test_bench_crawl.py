@@ -48,6 +48,12 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     assert "| CPU time (user + sys) of the process tree, s |" in out
     assert "| first crawl CPU / re-crawl CPU (per round) |" in out
     assert "| re-crawl / plain Spider asking every page again (per round) |" in out
+    # memory: the tree's PSS beside its RSS, each kind of process's own peak, and the floor
+    assert "| peak PSS of the process tree, MB (shared pages counted once) |" in out
+    peaks = next(line for line in out.splitlines() if line.startswith("| each process's peak"))
+    assert all(kind in peaks for kind in ("nutchy ", "nutchy._fetchrun ", "nutchy._parsework "))
+    floor = next(line for line in out.splitlines() if line.startswith("| memory floor, MB"))
+    assert floor.rstrip(" |").split("|")[-1].strip().isdigit(), floor
     assert "| first crawl / plain Spider asking every page again (per round) |" in out
 
 
