@@ -61,6 +61,9 @@ _INVISIBLE: Final = frozenset({"script", "style", "noscript", "template"})
 _FOREIGN: Final = frozenset({"svg", "math"})
 #: Link-bearing attributes, by element.
 _LINK_ATTRS: Final = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
+#: The elements whose start (end) the parser target acts on; the others only end a text node.
+_ENDS: Final = frozenset({"title", "a", *_FOREIGN, *_INVISIBLE})
+_STARTS: Final = frozenset({*_ENDS, "base", "meta", *_LINK_ATTRS})
 #: How much markup is parsed between two checks of the time limit.
 _CHUNK: Final = 16384
 #: What makes ``urljoin`` rewrite a path from the root (see :func:`_resolver`).
@@ -172,6 +175,8 @@ class _HTMLExtractor:
     def start(self, tag: str, attrib: dict[str, str | None]) -> None:
         if self._pending:
             self._flush()
+        if tag not in _STARTS:
+            return
         if tag == "title":
             if not self._title and not self._foreign:
                 self._title = 1
@@ -203,6 +208,8 @@ class _HTMLExtractor:
     def end(self, tag: str) -> None:
         if self._pending:
             self._flush()
+        if tag not in _ENDS:
+            return
         if tag == "title":
             if self._title == 1:
                 self._title = 2
