@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib
-import io
 import json
 import os
 import signal
@@ -69,12 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         spider = _parent_driven(rounds_fd)
         spider_args = {}
     settings = load_settings(overrides)
-    if rounds_fd is not None:
-        # Started before its first batch (FetchProcesses.prestart): the imports of a crawl
-        # now, then the batch, the table it is in exists, and the crawler is built.
-        _import_the_fetch()
-        if not _first_batch_comes():
-            return 0  # no batch came
     settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
     if "LOG_LEVEL" not in overrides:
         settings.set("LOG_LEVEL", "INFO", "cmdline")
@@ -99,27 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(stats.get(key) for key in FAILURE_STATS):
         return 1
     return 1 if stats.get("finish_reason") == "shutdown" else 0
-
-
-def _import_the_fetch() -> None:
-    """Import the modules that building the crawler and its first fetch import (those with
-    most of the cost: a quarter of a second of CPU beside the ``nutch`` spider's imports)."""
-    for name in (
-        "scrapy.core.engine",
-        "scrapy.core.scraper",
-        "scrapy.core.downloader.handlers.http11",
-        "nutchy.scheduler",
-        "nutchy.middlewares",
-    ):
-        importlib.import_module(name)
-
-
-def _first_batch_comes() -> bool:
-    """Wait until the first batch's line or the end of the input comes on stdin, reading
-    nothing of it; whether a batch did."""
-    buffer = sys.stdin.buffer
-    assert isinstance(buffer, io.BufferedReader)
-    return bool(buffer.peek(1))
 
 
 def _die_with_parent() -> None:

@@ -3,7 +3,7 @@
 The parse (lxml, link selection, the signature) holds the GIL for about a millisecond a page.
 In a thread of the fetch's process, it takes turns with Scrapy's reactor for one core, and the fetch
 waits for the parse. :class:`ParseProcess` runs the parse in a process of its own,
-``python -m nutchy._parsework``, started when the spider opens: the fetch's process sends
+``python -m nutchy._parsework``, started with the pipeline (before the spider opens): the fetch's process sends
 it the pages (:class:`~nutchy._pageparse.FetchedPage`, content as bytes) through a pipe, and
 gets back their items' fields and what was counted. The process opens the table itself, reads
 the pages' rows, and writes their parse columns as the pipeline in a thread does

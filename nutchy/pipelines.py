@@ -76,7 +76,7 @@ class NutchParsePipeline:
 
     Parsing never runs on the reactor: with *start_process* (``NUTCH_FETCHER_PARSE_PROCESS``,
     which starts a :class:`~nutchy._parsework.ParseProcess`), in a process of its own, on another
-    core, started when the spider opens; else in a thread of this process. The pages that arrive while a parse is under way are parsed
+    core, started with the pipeline; else in a thread of this process. The pages that arrive while a parse is under way are parsed
     together in the next one, with one read of their rows (for the signature move and the
     score). The writes are buffered, and written every *flush_size* pages, when a batch has been
     fetched, and on close (by :class:`PageParser`).
@@ -92,10 +92,11 @@ class NutchParsePipeline:
         self.parser = parser
         self.table = parser.table
         self.stats = stats
-        #: starts the parse process (when the spider opens: a crawl that cannot start starts
-        #: none)
-        self.start_process = start_process
-        self.process: ParseProcess | None = None
+        #: the parse process, started with the pipeline (with the crawler, before the spider
+        #: opens): its start (imports, the table's opening, half a second or so of CPU) runs on
+        #: the other core while the fetch starts, rather than between the first page and its
+        #: parse, which every crawl's first round waited for
+        self.process = None if start_process is None else start_process()
         self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
         self._flushes: list[Deferred[None]] = []
         #: parses under way
@@ -121,14 +122,6 @@ class NutchParsePipeline:
         )
         crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
         return pipeline
-
-    async def open_spider(self) -> None:
-        # Started now rather than at the first page, the process's start (its imports and the
-        # table's opening, about half a second of CPU) runs on the other core while the fetch
-        # opens and asks for robots.txt and the first pages, not between the first page and
-        # its parse: every crawl's first round waited for it.
-        if self.start_process is not None:
-            self.process = await run_in_thread(self.start_process)
 
     async def batch_fetched(self, batch_id: str, complete: bool) -> None:
         """The batch's last page has come: write what is still held."""
@@ -204,9 +197,6 @@ class NutchParsePipeline:
     def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
         """Parse *pages* and return their items, writing as :meth:`PageParser.process` does, in
         the parse process or here (in a thread); count what was done."""
-        if self.process is None and self.start_process is not None and pages:
-            # Called before the spider opened (the pipeline used on its own).
-            self.process = self.start_process()
         if self.process is not None:
             fields, stats, error = self.process.parse(pages, write)
         else:

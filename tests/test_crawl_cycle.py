@@ -487,35 +487,39 @@ def test_the_crawl_with_v_shows_the_childrens_scrapy_log(crawl_dir, capfd):
     assert "nutchy crawl: round 1: fetch: 1 URLs fetched: 1 success;" in err
 
 
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+def _children(pid: int) -> list[str]:
+    """The command lines of *pid*'s children."""
+    try:
+        pids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [Path(f"/proc/{child}/cmdline").read_bytes().decode() for child in pids]
 
 
 @pytest.mark.slow
-def test_a_fetch_process_started_before_its_table_waits_for_its_first_batch(crawl_dir):
-    # nutchy crawl starts its fetch process before inject creates the table: the process
-    # imports, then waits for its first batch before it builds its crawler (which refuses a
-    # table that does not exist), and fetches the batch it is given.
+def test_a_fetch_process_started_ahead_opens_its_crawl_before_its_first_batch(crawl_dir):
+    # nutchy crawl starts its fetch process before inject and generate: the process builds its
+    # crawler and opens its spider (which starts the parse process) while they run, then
+    # fetches the batch it is given.
     overrides = {
         "NUTCH_CRAWL_DIR": str(crawl_dir / "crawl"),
         "NUTCH_FETCHER_SERVER_DELAY": 0,
         "TELNETCONSOLE_ENABLED": False,
         "LOG_LEVEL": "WARNING",
     }
+    with open_table(load_settings(overrides, project=False)) as table:
+        table.create()
     processes = FetchProcesses(overrides)
     lines: list[str] = []
     with contextlib.closing(processes):
         processes.prestart(1)
         (process,) = processes.processes
-        ticks = -1
-        for _ in range(240):  # until its CPU time stops growing: its imports are done
-            time.sleep(0.25)
-            if process.poll() is not None or _cpu_ticks(process.pid) == ticks:
+        for _ in range(600):
+            if any("nutchy._parsework" in child for child in _children(process.pid)):
                 break
-            ticks = _cpu_ticks(process.pid)
-        assert process.poll() is None  # waiting, not refused for want of a table
-        assert not (crawl_dir / "crawl").exists()
+            assert process.poll() is None
+            time.sleep(0.05)
+        assert any("nutchy._parsework" in child for child in _children(process.pid))
         report = crawl_with(crawl_dir, processes, lines, rounds=1)
         assert processes.processes == [process]  # the batch went to it
     assert report.rounds[0].statuses == {"SUCCESS": 1}

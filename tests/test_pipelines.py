@@ -400,7 +400,6 @@ def test_the_parse_process_gets_the_next_pages_before_it_answers(tmp_path):
     urls = [f"http://a.example/{i}" for i in range(5)]
 
     async def crawl():
-        await pipeline.open_spider()
         pages = [asyncio.ensure_future(pipeline.process_item(fetched(u, b"x"))) for u in urls]
         for _ in range(100):
             await asyncio.sleep(0.01)

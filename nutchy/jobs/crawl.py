@@ -197,10 +197,11 @@ class FetchProcesses:
 
     def prestart(self, partitions: int) -> None:
         """Start the processes of *partitions* partitions now, before their first batch, so
-        that their start-up (Python's and Scrapy's imports, a second or so of CPU) runs beside
-        what the caller does before it (inject, generate) rather than after it. Each waits for
-        its first batch before it builds its crawler, and one that never gets a batch is killed
-        when the processes finish, having done nothing."""
+        that their start-up (Python's and Scrapy's imports, the crawler, the spider's opening
+        and its parse process: a second or more of CPU) runs beside what the caller does before
+        it (inject, generate) rather than after it. The table must exist: a crawler refuses to
+        start without it. One that never gets a batch is killed when the processes finish,
+        having fetched nothing."""
         assert self.overrides is not None
         for k in range(partitions):
             if k not in self._children:
@@ -410,6 +411,8 @@ def crawl(
     ending = contextlib.closing(processes) if processes else contextlib.nullcontext()
     with _metrics(settings) as metrics, open_table(settings) as table, ending:
         if processes is not None:
+            if seeds:
+                table.create()  # as inject does: the fetch processes check that it exists
             processes.prestart(num_fetchers)
         if seeds:
             result = inject(table, seeds, inject_options, now=_now())
