@@ -157,3 +157,15 @@ def test_links_resolve_as_urljoin_resolves_them(base: str, href: str, from_root:
     except ValueError:
         got = ValueError
     assert got == expected
+
+
+def test_a_link_whose_rel_is_nofollow_is_not_an_outlink() -> None:
+    # As Nutch's DOMContentUtils: rel equal to "nofollow" in any case drops the link, a list of
+    # values does not; the link's text stays the page's text.
+    r = parse(
+        '<p><a href="/a" rel="nofollow">one</a> <a href="/b" rel="NoFollow">two</a>'
+        ' <a href="/c" rel="nofollow ugc">three</a> <area href="/d" rel="nofollow">'
+        ' <a href="/e">four</a></p>'
+    )
+    assert r.outlinks == {"http://www.example.com/c": "three", "http://www.example.com/e": "four"}
+    assert r.text == "one two three four"

@@ -197,7 +197,9 @@ class _HTMLExtractor:
         link = _LINK_ATTRS.get(tag)
         if link is not None:
             target = attrib.get(link)
-            if target:
+            # Nutch's DOMContentUtils skips a link whose rel is exactly "nofollow" (any case); a
+            # list such as "nofollow ugc" is followed, as there.
+            if target and (attrib.get("rel") or "").lower() != "nofollow":
                 anchor: list[str] = []
                 self.links.append((target.strip(), anchor))
                 if tag == "a":
