@@ -7,7 +7,8 @@ runs :class:`~nutchy.warc.WarcFiles` in a process of its own, ``python -m nutchy
 the writer thread of :class:`~nutchy.warc.NutchWarcExtension` sends it each batch of
 :class:`~nutchy.warc.Capture` (pickled, through a pipe; the pickling is the only part of the
 work left in the fetch's process) and waits for its answer while the reactor goes on fetching.
-The process imports warcio and no Scrapy: about 22 MB of memory.
+The process imports warcio and no Scrapy: about 22 MB of memory. It runs at a niceness
+:data:`NICENESS` above the fetch's, so that busy cores go to the fetch first.
 
 Messages are pickles, one after the other, on the child's standard input and output: first a
 dict of :class:`~nutchy.warc.WarcFiles`'s arguments, answered ``("ready",)``; then
@@ -21,6 +22,7 @@ closing it, it flushes what it received and leaves the file under its ``.open`` 
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import subprocess
 import sys
@@ -35,6 +37,11 @@ __all__ = ["WarcProcess"]
 #: Seconds the fetch's process waits for the WARC process to end once it is closed (the last
 #: file is synced to the disk first).
 CLOSE_TIMEOUT = 60.0
+
+#: How much nicer than the fetch the WARC process runs: when other work keeps the cores busy, the
+#: scheduler gives the fetch the CPU first, and the WARC process takes what is left (its queue,
+#: ``NUTCH_WARC_QUEUE_SIZE`` answers, pauses the fetch if it falls that far behind).
+NICENESS = 10
 
 
 class WarcProcess:
@@ -134,6 +141,7 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
     from nutchy.warc import WarcFiles
 
     arguments = pickle.load(source)
+    os.nice(NICENESS)  # the fetch first, when the cores are busy
     files = WarcFiles(Path(arguments.pop("directory")), **arguments)
 
     def answer(*message: object) -> None:

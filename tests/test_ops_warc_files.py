@@ -19,7 +19,7 @@ from scrapy.settings import Settings
 from warcio.archiveiterator import ArchiveIterator
 
 from nutchy import default_settings
-from nutchy._warcwork import WarcProcess
+from nutchy._warcwork import NICENESS, WarcProcess
 from nutchy.cli import main
 from nutchy.exceptions import ConfigError
 from nutchy.warc import (
@@ -261,6 +261,15 @@ def test_the_warc_process_writes_each_batch_and_says_what_it_wrote(tmp_path):
         BODY + b"1",
         BODY + b"3",
     ]
+
+
+def test_the_warc_process_runs_nicer_than_the_fetch(tmp_path):
+    process = WarcProcess.start(tmp_path, prefix="p", max_size=10**9, gzip_level=1)
+    try:
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, process.process.pid) == min(ours + NICENESS, 19)
+    finally:
+        process.close()
 
 
 def test_the_warc_process_keeps_what_it_got_when_the_fetch_dies(tmp_path):
