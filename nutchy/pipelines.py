@@ -76,7 +76,8 @@ class NutchParsePipeline:
 
     Parsing never runs on the reactor: with *start_process* (``NUTCH_FETCHER_PARSE_PROCESS``,
     which starts a :class:`~nutchy._parsework.ParseProcess`), in a process of its own, on another
-    core, started with the pipeline; else in a thread of this process. The pages that arrive while a parse is under way are parsed
+    core, started with the pipeline for the ``nutch`` spider (*start_now*) and at the first
+    page for another; else in a thread of this process. The pages that arrive while a parse is under way are parsed
     together in the next one, with one read of their rows (for the signature move and the
     score). The writes are buffered, and written every *flush_size* pages, when a batch has been
     fetched, and on close (by :class:`PageParser`).
@@ -88,15 +89,20 @@ class NutchParsePipeline:
         *,
         stats: StatsCollector,
         start_process: Callable[[], ParseProcess] | None = None,
+        start_now: bool = False,
     ) -> None:
         self.parser = parser
         self.table = parser.table
         self.stats = stats
-        #: the parse process, started with the pipeline (with the crawler, before the spider
-        #: opens): its start (imports, the table's opening, half a second or so of CPU) runs on
-        #: the other core while the fetch starts, rather than between the first page and its
-        #: parse, which every crawl's first round waited for
-        self.process = None if start_process is None else start_process()
+        #: starts the parse process: with the pipeline when *start_now* (the ``nutch``
+        #: spider's crawl: the process's start, its imports and the table's opening, half a
+        #: second or so of CPU, then runs on the other core while the fetch starts, rather than
+        #: between the first page and its parse, which every crawl's first round waited for),
+        #: else at the first page (another spider of the project may never yield one)
+        self.start_process = start_process
+        self.process: ParseProcess | None = None
+        if start_process is not None and start_now:
+            self.process = start_process()
         self._waiting: list[tuple[FetchedPage, Deferred[PageItem]]] = []
         self._flushes: list[Deferred[None]] = []
         #: parses under way
@@ -117,8 +123,13 @@ class NutchParsePipeline:
             from nutchy._parsework import ParseProcess
 
             start_process = functools.partial(ParseProcess.start, settings)
+        from nutchy.spiders import NutchSpider
+
         pipeline = cls(
-            PageParser.from_settings(settings), stats=crawler.stats, start_process=start_process
+            PageParser.from_settings(settings),
+            stats=crawler.stats,
+            start_process=start_process,
+            start_now=crawler.spidercls is not None and issubclass(crawler.spidercls, NutchSpider),
         )
         crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
         return pipeline
@@ -197,6 +208,8 @@ class NutchParsePipeline:
     def _process(self, pages: list[FetchedPage], write: bool) -> list[PageItem]:
         """Parse *pages* and return their items, writing as :meth:`PageParser.process` does, in
         the parse process or here (in a thread); count what was done."""
+        if self.process is None and self.start_process is not None and pages:
+            self.process = self.start_process()
         if self.process is not None:
             fields, stats, error = self.process.parse(pages, write)
         else:

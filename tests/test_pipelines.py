@@ -11,6 +11,7 @@ import sys
 import threading
 
 import pytest
+from scrapy import Spider
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
@@ -29,6 +30,7 @@ from nutchy.pipelines import (
     NutchDbUpdatePipeline,
     NutchParsePipeline,
 )
+from nutchy.spiders import NutchSpider
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
 
@@ -396,7 +398,9 @@ def test_the_parse_process_gets_the_next_pages_before_it_answers(tmp_path):
     c.stats.open_spider()
     held = _HeldParse()
     parser = build_from_crawler(NutchParsePipeline, c).parser
-    pipeline = NutchParsePipeline(parser, stats=c.stats, start_process=lambda: held)
+    pipeline = NutchParsePipeline(
+        parser, stats=c.stats, start_process=lambda: held, start_now=True
+    )
     urls = [f"http://a.example/{i}" for i in range(5)]
 
     async def crawl():
@@ -456,3 +460,22 @@ def test_parses_sent_at_once_to_the_parse_process_get_their_own_answers(tmp_path
         titles = {page.key: page.title for page in table.scan(["title"])}
     assert len(titles) == sum(1 + (n + call) % 4 for n in range(3) for call in range(6))
     assert titles[reverse_url("http://a.example/2/5/3")] == "3"
+
+
+def test_the_parse_process_starts_with_the_nutch_spider_s_pipeline_only(tmp_path):
+    """For the nutch spider's crawl the parse process starts with the pipeline; another spider
+    of the project (which may never yield a page) starts none until its first page."""
+    started = []
+    for spidercls in (NutchSpider, Spider):
+        values = {
+            "ADDONS": {NutchAddon: 0},
+            "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"),
+            "NUTCH_FETCHER_PARSE_PROCESS": True,
+        }
+        pipeline = build_from_crawler(NutchParsePipeline, get_crawler(spidercls, values))
+        started.append(pipeline.process is not None)
+        if pipeline.process is not None:
+            pipeline.process.close()
+            assert pipeline.process.process.returncode == 0
+        pipeline.table.close()
+    assert started == [True, False]
