@@ -24,6 +24,7 @@ from sites import FetchProject, parse_stats, prepare_batch
 
 from nutchy.core.fetch import TRUNCATED_KEY
 from nutchy.core.status import CrawlStatus, ProtocolStatusCode
+from nutchy.testing.memory import peak_rss_kib
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -238,20 +239,6 @@ def _cases(server: HostileServer) -> dict[str, tuple[CrawlStatus, ProtocolStatus
     }
 
 
-def _peak_rss_kib(pid: int) -> int:
-    """The peak RSS (KiB) of the live process *pid* so far: its ``VmHWM``. (A child's
-    ``ru_maxrss`` is no measure: Linux keeps in it the peak of the process it was forked from,
-    here the test run's own, 460 MiB after most of the suite.)"""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def _crawl(project: FetchProject, timeout: float) -> tuple[int, str, int, float]:
     """``scrapy crawl nutch -a batch=b1`` in *project*: its exit code, log, peak RSS (KiB, read
     every 0.1 s) and seconds, measured on that process alone."""
@@ -267,7 +254,7 @@ def _crawl(project: FetchProject, timeout: float) -> tuple[int, str, int, float]
         )
         peak = 0
         while True:
-            peak = max(peak, _peak_rss_kib(process.pid))
+            peak = max(peak, peak_rss_kib(process.pid))
             pid, status = os.waitpid(process.pid, os.WNOHANG)
             if pid:
                 break
