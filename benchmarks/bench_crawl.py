@@ -686,6 +686,12 @@ class Run:
     #: Each kind of process (:func:`_role`): the largest peak RSS (``VmHWM``, MB) of any process
     #: of that kind.
     peaks: dict[str, float] = field(default_factory=dict)
+    #: Each kind of process: the CPU time (s) of the processes of that kind, each read at its
+    #: last sample (a process that ends between two samples loses at most 0.1 s of it).
+    cpus: dict[str, float] = field(default_factory=dict)
+    #: Each kind of process: its RSS (MB) at the sample where the tree's RSS peaked, which
+    #: says which processes make that peak.
+    at_peak: dict[str, float] = field(default_factory=dict)
 
 
 def run_command(
@@ -722,6 +728,8 @@ def run_command(
     pss_peak = 0
     peaks: dict[str, float] = {}
     roles: dict[int, str] = {}
+    cpus: dict[int, float] = {}
+    at_peak: dict[str, float] = {}
     while True:
         # wait4, not poll: its rusage is the command's and its waited children's CPU time
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -730,13 +738,19 @@ def run_command(
             break
         own = _cpu(process.pid) or own
         tree, total, pss = [process.pid], 0, 0
+        by_role: Counter[str] = Counter()
         while tree:
             pid = tree.pop()
-            total += _rss(pid)
+            rss = _rss(pid)
+            total += rss
             pss += _pss(pid)
             role = roles.setdefault(pid, _role(pid))
+            by_role[role] += rss
             peaks[role] = max(peaks.get(role, 0.0), _hwm(pid) / 2**20)
+            cpus[pid] = _cpu(pid) or cpus.get(pid, 0.0)
             tree.extend(_children(pid))
+        if total > peak:
+            at_peak = {role: rss / 2**20 for role, rss in by_role.items()}
         peak = max(peak, total)
         pss_peak = max(pss_peak, pss)
         time.sleep(0.1)
@@ -747,8 +761,20 @@ def run_command(
     if process.returncode != 0:
         tail = "\n".join(line for _, line in lines[-20:])
         raise RuntimeError(f"{command} exited with {process.returncode}:\n{tail}")
+    role_cpu: Counter[str] = Counter()
+    for pid, seconds_of in cpus.items():
+        role_cpu[roles[pid]] += seconds_of
     return Run(
-        seconds, peak / 2**20, "".join(out), lines, cpu, min(own, cpu), pss_peak / 2**20, peaks
+        seconds,
+        peak / 2**20,
+        "".join(out),
+        lines,
+        cpu,
+        min(own, cpu),
+        pss_peak / 2**20,
+        peaks,
+        dict(role_cpu),
+        at_peak,
     )
 
 
@@ -760,10 +786,14 @@ def run_commands(
         run = run_command(command, cwd, log, extra_env)
         total.lines += [(total.seconds + t, line) for t, line in run.lines]
         total.seconds += run.seconds
+        if run.rss_mb >= total.rss_mb:
+            total.at_peak = run.at_peak
         total.rss_mb = max(total.rss_mb, run.rss_mb)
         total.pss_mb = max(total.pss_mb, run.pss_mb)
         for role, mb in run.peaks.items():
             total.peaks[role] = max(total.peaks.get(role, 0.0), mb)
+        for role, spent in run.cpus.items():
+            total.cpus[role] = total.cpus.get(role, 0.0) + spent
         total.cpu += run.cpu
         total.own_cpu += run.own_cpu
         total.stdout += run.stdout
@@ -931,6 +961,10 @@ def profile_summary(title: str, paths: list[Path], limit: int = 12) -> str:
 
 def _peaks(peaks: dict[str, float]) -> str:
     return ", ".join(f"{role} {mb:.0f}" for role, mb in sorted(peaks.items()))
+
+
+def _cpus(cpus: dict[str, float]) -> str:
+    return ", ".join(f"{role} {s:.1f}" for role, s in sorted(cpus.items()))
 
 
 def child(name: str, *args: Any) -> list[str]:
@@ -1124,6 +1158,9 @@ def main(argv: list[str] | None = None) -> int:
                         else 0.0,
                         **{f"peak:{k}": v for k, v in first.peaks.items()},
                         **{f"recrawl_peak:{k}": v for k, v in again.peaks.items()},
+                        **{f"cpu:{k}": v for k, v in first.cpus.items()},
+                        **{f"recrawl_cpu:{k}": v for k, v in again.cpus.items()},
+                        **{f"at_peak:{k}": v for k, v in first.at_peak.items()},
                         "cpu": first.cpu,
                         "own_cpu": first.own_cpu,
                         "server_cpu": first_server,
@@ -1156,7 +1193,13 @@ def main(argv: list[str] | None = None) -> int:
                     f" {again.pss_mb:.0f} MB; each process's peak RSS (VmHWM, MB): first crawl "
                     + _peaks(first.peaks)
                     + "; re-crawl "
-                    + _peaks(again.peaks),
+                    + _peaks(again.peaks)
+                    + "; RSS at the tree's peak (MB): "
+                    + _peaks(first.at_peak)
+                    + "; each process's CPU (s): first crawl "
+                    + _cpus(first.cpus)
+                    + "; re-crawl "
+                    + _cpus(again.cpus),
                     flush=True,
                 )
                 if variant.name.startswith("nutchy crawl"):  # phases from its log lines
@@ -1231,7 +1274,13 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
     plain_rate = [r["pages"] / r["seconds"] for r in results["plain"]]
 
     def med(name: str, key: str, digits: int) -> str:
-        return f"{statistics.median(r[key] for r in results[name]):.{digits}f}"
+        return f"{statistics.median(r.get(key, 0.0) for r in results[name]):.{digits}f}"
+
+    def by_process(name: str, prefix: str, digits: int) -> str:
+        """*name*'s values of the keys ``PREFIX:ROLE``, a process kind each (median of the
+        rounds; 0 for a round where no process of that kind ran)."""
+        kinds = sorted({k for r in results[name] for k in r if k.startswith(prefix)})
+        return ", ".join(f"{k.removeprefix(prefix)} {med(name, k, digits)}" for k in kinds)
 
     def per_round(values: list[float], digits: int) -> str:
         each = " / ".join(f"{x:.{digits}f}" for x in values)
@@ -1324,17 +1373,11 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         [med(n, "pss", 0) for n in variants],
     )
     row("peak PSS, ratio to plain's peak PSS (per round)", "1.00x", to_plain("pss", "pss"))
+    row("each process's peak RSS (VmHWM), MB", "", [by_process(n, "peak:", 0) for n in variants])
     row(
-        "each process's peak RSS (VmHWM), MB",
+        "RSS of each kind of process at the tree's peak, MB",
         "",
-        [
-            ", ".join(
-                f"{key.removeprefix('peak:')} {med(n, key, 0)}"
-                for key in sorted(results[n][0])
-                if key.startswith("peak:")
-            )
-            for n in variants
-        ],
+        [by_process(n, "at_peak:", 0) for n in variants],
     )
     row(
         "CPU time (user + sys) of the process tree, s",
@@ -1345,6 +1388,11 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         "... of the command's own process, s (the rest: its children)",
         med("plain", "own_cpu", 1),
         [med(n, "own_cpu", 1) for n in variants],
+    )
+    row(
+        "... of each kind of process, s (each read at its last sample, every 0.1 s)",
+        "",
+        [by_process(n, "cpu:", 1) for n in variants],
     )
     row(
         "cores busy (CPU time / wall time)",
@@ -1363,6 +1411,11 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         [med(n, "recrawl", 1) for n in variants],
     )
     row("re-crawl CPU time, s", "", [med(n, "recrawl_cpu", 1) for n in variants])
+    row(
+        "... of each kind of process, s",
+        "",
+        [by_process(n, "recrawl_cpu:", 1) for n in variants],
+    )
     row(
         "first crawl CPU / re-crawl CPU (per round)",
         "",

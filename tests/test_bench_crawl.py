@@ -52,6 +52,16 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     assert "| peak PSS of the process tree, MB (shared pages counted once) |" in out
     peaks = next(line for line in out.splitlines() if line.startswith("| each process's peak"))
     assert all(kind in peaks for kind in ("nutchy ", "nutchy._fetchrun ", "nutchy._parsework "))
+    at_peak = next(line for line in out.splitlines() if line.startswith("| RSS of each kind"))
+    assert re.search(r"nutchy \d+", at_peak), at_peak
+    # each kind of process's CPU time, which says where the second core goes
+    cpus = next(line for line in out.splitlines() if line.startswith("| ... of each kind"))
+    spent = {
+        kind: float(seconds)
+        for kind, seconds in re.findall(r"(nutchy(?:\.\w+)?) (\d+\.\d)", cpus.split("|")[-2])
+    }
+    assert set(spent) >= {"nutchy", "nutchy._parsework"}, cpus
+    assert sum(spent.values()) > 0, cpus
     floor = next(line for line in out.splitlines() if line.startswith("| memory floor, MB"))
     assert floor.rstrip(" |").split("|")[-1].strip().isdigit(), floor
     assert "| first crawl / plain Spider asking every page again (per round) |" in out
