@@ -761,9 +761,9 @@ def run_command(
     if process.returncode != 0:
         tail = "\n".join(line for _, line in lines[-20:])
         raise RuntimeError(f"{command} exited with {process.returncode}:\n{tail}")
-    role_cpu: Counter[str] = Counter()
+    role_cpu: dict[str, float] = {}
     for pid, seconds_of in cpus.items():
-        role_cpu[roles[pid]] += seconds_of
+        role_cpu[roles[pid]] = role_cpu.get(roles[pid], 0.0) + seconds_of
     return Run(
         seconds,
         peak / 2**20,
