@@ -157,6 +157,27 @@ def test_missing_columns_read_as_avro_defaults():
     assert page.headers == page.markers == page.metadata == {}
 
 
+def test_map_entries_of_families_in_any_order_read_into_their_maps():
+    cells = {
+        b"ol:http://b/": b"B",
+        b"mtdt:_csh_": b"\xff\x00",
+        b"x:y": b"z",
+        b"ol:http://a/": b"",
+        b"f:st": b"\x00\x00\x00\x02",
+        b"ol:http://c/": b"\xc3\xa9",
+        b"mk:dist": b"1",
+        b"mtdt:_nub_": b"b1",
+    }
+    page = decode_page(b"k", cells)
+    assert list(page.outlinks.items()) == [
+        ("http://b/", "B"),
+        ("http://a/", ""),
+        ("http://c/", "\u00e9"),
+    ]
+    assert page.metadata == {"_csh_": b"\xff\x00", "_nub_": b"b1"}
+    assert (page.markers, page.status) == ({"dist": "1"}, 2)
+
+
 def test_unknown_columns_are_ignored_on_read():
     page = decode_page(b"k", {b"f:st": b"\x00\x00\x00\x01", b"x:y": b"z", b"f:zz": b"1"})
     assert page.status == 1
@@ -183,6 +204,16 @@ def test_bad_cells_name_the_row_the_column_and_the_type(column, data, expected):
     assert (error.key, error.column, error.expected) == (b"com.bad:http/", column, expected)
     message = str(error)
     assert "com.bad:http/" in message and column.decode() in message and expected in message
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"), [(b"ol:\xc3", "string (UTF-8)"), (b"mtdt:\xff", "bytes")]
+)
+def test_a_map_entry_whose_name_is_not_utf8_names_its_column(column, expected):
+    cells = {b"ol:http://a/": b"A", b"mtdt:_csh_": b"", column: b"", b"mk:dist": b"1"}
+    with pytest.raises(CellDecodeError) as info:
+        decode_page(b"k", cells)
+    assert (info.value.column, info.value.expected) == (column, expected)
 
 
 def test_writing_a_map_that_was_not_read_is_refused():

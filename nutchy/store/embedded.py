@@ -58,7 +58,7 @@ import sqlite3
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -610,7 +610,9 @@ class EmbeddedStore:
             for i in range(0, len(keys), _CHUNK):
                 chunk = list(keys[i : i + _CHUNK])
                 sql = f"{select} WHERE w.key IN ({','.join('?' * len(chunk))})"
-                found.update(reader.rows(self._query(sql, chunk).fetchall()))
+                # Row by row from the cursor: a chunk's records are not all held at once
+                # (a page's text, read for its signature, is tens of KB).
+                found.update(reader.rows(self._query(sql, chunk)))
         return found
 
     def scan(
@@ -1439,16 +1441,16 @@ class _Reader:
     """
 
     def __init__(self, columns: Sequence[bytes] | None, extra: Sequence[bytes] = ()) -> None:
-        self.exact: set[bytes] | None = None
         if columns is None:
             self.families = list(range(len(FAMILIES)))
             self.content = True
             self.drop: set[bytes] = set()
             self.batch: tuple[bytes, ...] = _BATCH
+            self.picks: list[frozenset[bytes] | None] = [None] * len(FAMILIES)
             return
         wanted = set(columns)
         whole = {c for c in wanted if b":" not in c}
-        self.exact = {c for c in wanted if b":" in c and c.partition(b":")[0] not in whole}
+        exact = {c for c in wanted if b":" in c and c.partition(b":")[0] not in whole}
         asked = wanted | set(extra)
         self.batch = tuple(c for c in _BATCH if c in asked or c[: c.find(b":")] in whole)
         # A column of a family the table lacks reads as missing, as in HBase.
@@ -1456,9 +1458,16 @@ class _Reader:
         self.families = sorted(_FAMILY_INDEX[f] for f in needed if f in _FAMILY_INDEX)
         self.content = CONTENT_COLUMN in wanted or b"f" in wanted
         self.drop = {c for c in extra if c not in wanted and c.partition(b":")[0] not in whole}
-        self.whole = {c + b":" for c in whole}
-        if not self.exact and not self.drop:
-            self.exact = None  # whole families only: nothing to filter
+        # Of each family read, the columns kept (``None``: all of them). Only the families of
+        # single columns are looked through: the cells of a family asked whole (a page's links:
+        # tens of cells) are taken as they come.
+        picked = exact | self.drop
+        self.picks = [
+            None
+            if FAMILIES[i] in whole
+            else frozenset(c for c in picked if c.startswith(FAMILIES[i] + b":"))
+            for i in self.families
+        ]
 
     def select(
         self,
@@ -1491,20 +1500,25 @@ class _Reader:
         return f"SELECT {', '.join(cols)} FROM {source}"
 
     def rows(
-        self, records: Sequence[Any], marker: tuple[bytes, bytes] | None = None
+        self, records: Iterable[Sequence[Any]], marker: tuple[bytes, bytes] | None = None
     ) -> Iterator[tuple[bytes, Cells]]:
-        exact, drop = self.exact, self.drop
+        drop = self.drop
         test = marker and (b"mk:" + marker[0], marker[1])
         batch = self.batch
         first = 4 + len(batch)
+        picks = self.picks
         for record in records:
             cells: Cells | None = None
-            for blob in record[first:]:
-                if blob is not None:
-                    if cells is None:  # the first record's dict is new: it becomes the row's
-                        cells = _loads(blob, record[0])
-                    else:
-                        cells.update(_loads(blob, record[0]))
+            for blob, pick in zip(record[first:], picks, strict=True):
+                if blob is None:
+                    continue
+                found = _loads(blob, record[0])
+                if pick is not None:  # single columns of the family, in the record's order
+                    found = {c: v for c, v in found.items() if c in pick}
+                if cells is None:  # the first record's dict is new: it becomes the row's
+                    cells = found
+                else:
+                    cells.update(found)
             if cells is None:
                 cells = {}
             if batch:
@@ -1515,12 +1529,7 @@ class _Reader:
                 cells[CONTENT_COLUMN] = record[3]
             if test and cells.get(test[0]) != test[1]:
                 continue
-            if exact is not None:
-                whole = tuple(self.whole)
-                cells = {
-                    c: v
-                    for c, v in cells.items()
-                    if c not in drop and (c in exact or c.startswith(whole))
-                }
+            for column in drop:
+                cells.pop(column, None)
             if cells:
                 yield record[0], cells

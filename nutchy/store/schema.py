@@ -287,22 +287,34 @@ def decode_page(
     page = WebPage(text_key)
     if fields is not None:
         page.loaded = frozenset(fields)
-    for column, data in cells.items():
-        f = BY_COLUMN.get(column)
-        if f is not None:
-            try:
+    # Cells come family by family (a map's entries side by side): the map being filled is
+    # looked up again only when the family changes, and strings are decoded inline, which
+    # counts for the tens of entries of a page's links.
+    family = b""
+    entries: dict[str, Any] | None = None
+    decode: Callable[[bytes], Any] | None = None
+    column = b""
+    try:
+        for column, data in cells.items():
+            f = BY_COLUMN.get(column)
+            if f is not None:
                 setattr(page, f.name, f.codec.decode(data))
-            except (ValueError, struct.error, UnicodeDecodeError) as exc:
-                raise CellDecodeError(key, column, f.codec.name, str(exc)) from exc
-            continue
-        family, _, qualifier = column.partition(b":")
-        m = BY_FAMILY.get(family)
-        if m is None:
-            continue
-        try:
-            getattr(page, m.name)[qualifier.decode("utf-8")] = m.codec.decode(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CellDecodeError(key, column, m.codec.name, str(exc)) from exc
+                continue
+            cut = column.find(b":")
+            if cut < 0:
+                cut = len(column)
+            if column[:cut] != family:
+                family = column[:cut]
+                m = BY_FAMILY.get(family)
+                entries = None if m is None else getattr(page, m.name)
+                decode = None if m is None or m.codec is STRING else m.codec.decode
+            if entries is None:
+                continue
+            entry = column[cut + 1 :].decode("utf-8")
+            entries[entry] = data.decode("utf-8") if decode is None else decode(data)
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        f = BY_COLUMN.get(column) or BY_FAMILY[column.partition(b":")[0]]
+        raise CellDecodeError(key, column, f.codec.name, str(exc)) from exc
     return page
 
 
@@ -417,15 +429,19 @@ def _map_field(name: str) -> Field:
 def _map_puts(update: RowUpdate, name: str, values: Mapping[str, Any]) -> None:
     f = _map_field(name)
     prefix = f.family + b":"
+    puts, deletes = update.puts, update.deletes
+    # Strings are encoded inline: an updatedb writes tens of inlinks a row.
+    encode = None if f.codec is STRING else f.codec.encode
     for entry, value in values.items():
         column = prefix + entry.encode("utf-8")
         if value is None:
-            update.puts.pop(column, None)
+            puts.pop(column, None)
             if f.family not in update.replace:
-                update.deletes.add(column)
+                deletes.add(column)
         else:
-            update.deletes.discard(column)
-            update.puts[column] = f.codec.encode(value)
+            if deletes:
+                deletes.discard(column)
+            puts[column] = value.encode("utf-8") if encode is None else encode(value)
 
 
 def page_update(page: WebPage, fields: Collection[str]) -> RowUpdate:
