@@ -38,6 +38,14 @@ Time limit
     requests in flight end and are written, and the rows not fetched keep their generate mark
     without a fetch mark, for a resumed fetch.
 
+Garbage collection
+    While it fetches, Python's cyclic garbage collector runs its young collection every
+    ``NUTCH_FETCHER_GC_THRESHOLD`` allocations rather than every 700 (the interpreter's
+    threshold, put back when the scheduler closes): each page makes thousands of short-lived
+    objects (Scrapy's and Twisted's requests, Deferreds, coroutines), and at 700 the collector
+    ran some 800 times in a fetch of 2,000 pages, for 0.7-0.9 s of the fetch process's CPU, most
+    of it to find nothing (docs/benchmarks.md).
+
 The end of a batch, and rounds
     When the crawl goes idle, every row of the batch has ended: the scheduler writes the last
     outcomes, then the round driver ends the batch and, without ``-a batch``, generates the next
@@ -47,6 +55,7 @@ The end of a batch, and rounds
 from __future__ import annotations
 
 import contextlib
+import gc
 import heapq
 import itertools
 import logging
@@ -262,6 +271,7 @@ class NutchScheduler:
         seeds: Callable[[WebTable], object] | None = None,
         progress: Progress | None = None,
         memory: Callable[[WebTable], HostMemory] | None = None,
+        gc_threshold: int = 0,
     ) -> None:
         self.job = job
         self.settings = settings
@@ -330,6 +340,10 @@ class NutchScheduler:
         self._wrap_up_call: Deferred[None] | None = None
         self._closing = False
         self._stop_reason = ""
+        #: the young generation's threshold of the garbage collector while fetching (0: the
+        #: interpreter's), and the thresholds it had before, put back on close
+        self._gc_threshold = gc_threshold
+        self._gc_before: tuple[int, int, int] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -423,6 +437,7 @@ class NutchScheduler:
                 check_every=1,
             ),
             memory=lambda table: open_host_memory(table.store),
+            gc_threshold=_settings.get_int(settings, "NUTCH_FETCHER_GC_THRESHOLD", 0),
         )
         crawler.signals.connect(scheduler._fetch_finished, signal=fetch_finished)
         crawler.signals.connect(scheduler._write_failed, signal=fetch_halted)
@@ -1089,6 +1104,9 @@ class NutchScheduler:
             failed=self._write_failed,
         )
         self._started = time.monotonic()
+        if self._gc_threshold > 0:
+            self._gc_before = gc.get_threshold()
+            gc.set_threshold(self._gc_threshold, *self._gc_before[1:])
         if self._memory is not None:
             self._visits_loop = create_looping_call(self._flush_visits)
             self._visits_loop.start(self.settings.flush_interval, now=False)
@@ -1221,6 +1239,9 @@ class NutchScheduler:
 
     async def _close(self, reason: str) -> None:
         self._closing = True
+        if self._gc_before is not None:
+            gc.set_threshold(*self._gc_before)
+            self._gc_before = None
         if self._progress is not None:
             self._progress.close()
         if self._writer is not None:

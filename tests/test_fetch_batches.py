@@ -1,5 +1,5 @@
 """Which rows ``scrapy crawl nutch`` fetches and how a fetch ends: the time limit, resume after a
-kill -9 mid-batch, partitions, redirects followed within the fetch."""
+kill -9 mid-batch, partitions, redirects followed within the fetch, and the garbage collector's threshold while it runs."""
 
 from __future__ import annotations
 
@@ -202,3 +202,48 @@ def test_a_fetch_stopped_by_a_signal_says_what_updates_its_batch(store, tmp_path
         " rest is fetched"
     ) in log
     assert "the rest is left for -a resume=true" in log
+
+
+#: A project extension that notes the garbage collector's young threshold in the stats when the
+#: spider opens (the scheduler has opened) and when it closes (the scheduler has closed).
+GC_PROBE = """
+import gc
+
+from scrapy import signals
+
+
+class GcProbe:
+    def __init__(self, crawler):
+        self.stats = crawler.stats
+        crawler.signals.connect(self.opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def opened(self):
+        self.stats.set_value("probe/gc_opened", gc.get_threshold())
+
+    def closed(self):
+        self.stats.set_value("probe/gc_closed", gc.get_threshold())
+"""
+
+
+def test_the_fetch_runs_with_its_own_garbage_collector_threshold(store, tmp_path):
+    (tmp_path / "gcprobe.py").write_text(GC_PROBE, encoding="utf-8")
+    with Site((H2,)) as site:
+        prepare_batch(store, [site.url(H2, f"/page/{i}") for i in range(3)])
+        project = FetchProject(
+            tmp_path,
+            store,
+            EXTENSIONS={"gcprobe.GcProbe": 0},
+            NUTCH_FETCHER_GC_THRESHOLD=12345,
+        )
+        done = project.crawl()
+        assert done.returncode == 0, done.log[-3000:]
+        assert done.stats["nutch/fetch/written"] == 3
+        opened, closed = done.stats["probe/gc_opened"], done.stats["probe/gc_closed"]
+        assert opened[0] == 12345
+        assert closed[0] != 12345  # the interpreter's, put back
+        assert opened[1:] == closed[1:]
