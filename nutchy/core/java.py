@@ -54,9 +54,14 @@ def f32_sum(values: Iterable[float]) -> float:
     >>> f32_sum([0.1, 0.2, 0.3]), 0.1 + 0.2 + 0.3
     (0.6000000238418579, 0.6000000000000001)
     """
+    # f32 inlined: updatedb sums the inlinks of every row it writes.
+    pack, unpack = _FLOAT.pack, _FLOAT.unpack
     total = 0.0
     for value in values:
-        total = f32(total + value)
+        try:
+            total = unpack(pack(total + value))[0]
+        except OverflowError:
+            total = f32(total + value)
     return total
 
 

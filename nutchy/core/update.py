@@ -23,6 +23,7 @@ arguments of :func:`nutchy.store.schema.build_update`, and the caller passes *no
 from __future__ import annotations
 
 import email.utils
+import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -198,6 +199,7 @@ def _modified_state(page: WebPage) -> ChangeState:
     return ChangeState.UNKNOWN
 
 
+@functools.lru_cache(maxsize=1024)  # the pages of a site built at once share their dates
 def _http_date(value: str | None) -> int | None:
     if not value:
         return None

@@ -72,10 +72,6 @@ def updated_by(value: bytes | None, batch_id: str) -> bytes:
     return b" ".join([mine, *older[: UPDATED_BY_KEPT - 1]])
 
 
-# A target URL not looked up yet (``None`` is an invalid one).
-_UNSEEN = ""
-
-
 @dataclass
 class UpdateCounts:
     """What one run of the updatedb job did."""
@@ -119,6 +115,19 @@ def _change(
     return build_update(key, change.fields, entries, change.replace), again
 
 
+class _Keys(dict[str, str | None]):
+    """The row key of each target URL met (``None`` for one that is no valid URL), computed the
+    first time it is asked for: a target has many sources."""
+
+    def __missing__(self, url: str) -> str | None:
+        try:
+            key: str | None = reverse_url(url)
+        except InvalidURL:
+            key = None
+        self[url] = key
+        return key
+
+
 #: A page's share of the batch: its inlinks as (target row key, or ``None`` for a target that is
 #: no valid URL; inlink), and the cash they carry in all.
 _Share = tuple[list[tuple[str | None, Inlink]], float]
@@ -134,7 +143,7 @@ class ReadAhead:
 
     batch_id: str
     shares: dict[str, _Share] = field(default_factory=dict)
-    keys: dict[str, str | None] = field(default_factory=dict)
+    keys: _Keys = field(default_factory=_Keys)
 
 
 def read_ahead(
@@ -164,23 +173,10 @@ def read_ahead(
     return ahead
 
 
-def _resolve(share: tuple[list[tuple[str, Inlink]], float], keys: dict[str, str | None]) -> _Share:
-    """*share* with each target URL replaced by its row key (``None`` for an invalid one); *keys*
-    caches the keys (a target has many sources)."""
+def _resolve(share: tuple[list[tuple[str, Inlink]], float], keys: _Keys) -> _Share:
+    """*share* with each target URL replaced by its row key (``None`` for an invalid one)."""
     inlinks, given = share
-    resolved: list[tuple[str | None, Inlink]] = []
-    add = resolved.append
-    known = keys.get
-    for target, inlink in inlinks:
-        key = known(target, _UNSEEN)
-        if key is _UNSEEN:
-            try:
-                key = reverse_url(target)
-            except InvalidURL:
-                key = None
-            keys[target] = key
-        add((key, inlink))
-    return resolved, given
+    return [(keys[target], inlink) for target, inlink in inlinks], given
 
 
 def _shares(
@@ -200,7 +196,7 @@ def _shares(
             for part in run(table, tasks, work):
                 yield from part
             return
-        keys: dict[str, str | None] = {}
+        keys = _Keys()
         for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
             if in_batch(page, batch_id):
                 yield page.key, _resolve(share_cash(page, config), keys)
@@ -244,7 +240,7 @@ def _range_shares(
     """Each page of the batch from *start* to *stop* with its share, in key order (one task of
     ``updatedb -numTasks K``)."""
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
-    keys: dict[str, str | None] = {}
+    keys = _Keys()
     return [
         (page.key, _resolve(share_cash(page, config), keys))
         for page in table.scan(
