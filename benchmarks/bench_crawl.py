@@ -513,7 +513,9 @@ def _nutchy(*args: str) -> list[str]:
     return [sys.executable, "-m", "nutchy", *args]
 
 
-def _nutchy_crawl(*extra: str, name: str = "", default: bool = False) -> Variant:
+def _nutchy_crawl(
+    *extra: str, name: str = "", default: bool = False, beside: tuple[str, ...] = ("crawl", "parse")
+) -> Variant:
     name = name or " ".join(("nutchy crawl", *extra[1::2]))
     return Variant(
         name,
@@ -524,7 +526,7 @@ def _nutchy_crawl(*extra: str, name: str = "", default: bool = False) -> Variant
             )
         ],
         default=default or not extra,
-        beside=("crawl", "parse"),
+        beside=beside,
     )
 
 
@@ -556,7 +558,14 @@ def import_rss(modules: str, cwd: Path, log: Path) -> float:
 
 #: The nutchy variants; each is a few lines.
 VARIANTS = [
-    _nutchy_crawl(),
+    # The fetch in the command's own process (NUTCH_CRAWL_FETCH_IN_PROCESS): beside one like the
+    # plain spider's, the parse process only.
+    _nutchy_crawl(beside=("parse",)),
+    # The fetch in a long-lived child, as before NUTCH_CRAWL_FETCH_IN_PROCESS.
+    _nutchy_crawl("-s", "NUTCH_CRAWL_FETCH_IN_PROCESS=False"),
+    # The fetch in the command's process with updatedb's read-ahead beside it (off there unless
+    # given), sharing the interpreter with the fetch.
+    _nutchy_crawl("-s", "NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS=500000", beside=("parse",)),
     # Rounds in one Scrapy process, in this repository's Scrapy project (the add-on on); the
     # re-crawl is one round of it, with -a adddays.
     Variant(

@@ -1,7 +1,8 @@
 """Fetch one batch: ``python -m nutchy._fetchrun BATCH [SETTINGS_JSON [PARTITION]]``.
 
-``nutchy crawl`` runs each round's fetch in a child process, because Twisted's reactor cannot be
-started twice in one process. The child reads nutchy's defaults, the Scrapy project's settings
+``nutchy crawl`` runs each round's fetch in a child process when it cannot run it in its own
+(:class:`FetchThread`), because Twisted's reactor cannot be started twice in one process. The
+child reads nutchy's defaults, the Scrapy project's settings
 (when there is a project), then the overrides given as a JSON object, turns the add-on on, and
 runs the ``nutch`` spider on the batch (on partition *k* of *K* only with ``PARTITION`` =
 ``k/K``); it leaves parse and updatedb to ``nutchy crawl``, and writes its Scrapy stats as JSON
@@ -16,16 +17,21 @@ re-running the command starts: that one finishes the batch.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
+import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any
 
 from nutchy.config import load_settings
 
@@ -34,7 +40,12 @@ from nutchy.config import load_settings
 FAILURE_STATS = ("nutch/store/put_error", "nutch/fetch/read_error", "nutch/warc/write_error")
 
 if TYPE_CHECKING:
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.settings import Settings
+
     from nutchy.spiders import NutchSpider
+
+logger = logging.getLogger(__name__)
 
 #: The batch argument of a long-lived fetch (``-rounds``): none, the batches come on stdin.
 ROUNDS = "-rounds"
@@ -55,8 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     _die_with_parent()
-    from scrapy.crawler import CrawlerProcess
-
     from nutchy.spiders import NutchSpider
 
     overrides = json.loads(args[1]) if len(args) >= 2 else {}
@@ -64,33 +73,217 @@ def main(argv: Sequence[str] | None = None) -> int:
     spider: type[NutchSpider] = NutchSpider
     spider_args: dict[str, Any] = {"batch": args[0], "partition": partition}
     if rounds_fd is not None:
-        spider = _parent_driven(rounds_fd)
+        spider = parent_driven(sys.stdin, open(rounds_fd, "w", encoding="utf-8"))  # noqa: SIM115
         spider_args = {}
+    settings = fetch_settings(overrides)
+    code, stats = run_crawl(settings, spider, spider_args)
+    _write_report(stats)
+    return code
+
+
+def fetch_settings(overrides: Mapping[str, Any]) -> Settings:
+    """The settings of a fetch of ``nutchy crawl``: nutchy's defaults, the Scrapy project's
+    settings, then *overrides*, with the add-on on, at INFO unless *overrides* give a
+    ``LOG_LEVEL``, and without updatedb (``nutchy crawl`` parses what is left and runs updatedb
+    itself) or the contact warning (said once by ``nutchy crawl``)."""
     settings = load_settings(overrides)
     settings.set("ADDONS", {**settings.getdict("ADDONS"), "nutchy.NutchAddon": 0}, "cmdline")
     if "LOG_LEVEL" not in overrides:
         settings.set("LOG_LEVEL", "INFO", "cmdline")
-    # nutchy crawl parses what is left and runs updatedb itself, after this process ends.
     settings.set("NUTCH_FETCHER_UPDATEDB", False, "cmdline")
-    # nutchy crawl said it once, not once a round.
     settings.set("NUTCH_HTTP_AGENT_CONTACT_WARNING", False, "cmdline")
-    process = CrawlerProcess(settings)
+    return settings
+
+
+def run_crawl(
+    settings: Settings,
+    spider: type[NutchSpider],
+    spider_args: Mapping[str, Any],
+    *,
+    started: Callable[[CrawlerProcess], None] | None = None,
+    in_thread: bool = False,
+) -> tuple[int, dict[str, Any]]:
+    """Run *spider* with *settings* until its crawl ends (the reactor's whole life); return the
+    fetch's exit code and its Scrapy stats. *started* is given the process once its crawl is
+    scheduled. *in_thread*: the reactor runs in this thread, which is not the main one, without
+    signal handlers and without a root log handler of Scrapy's (see :class:`FetchThread`)."""
+    from scrapy.crawler import CrawlerProcess
+
+    if in_thread:
+        settings.set("LOG_INSTALL_ROOT_HANDLER", False, "cmdline")
+        level = logging.getLevelName(str(settings.get("LOG_LEVEL")).upper())
+        if not isinstance(level, int):
+            level = logging.INFO
+        # Scrapy's banner, said at INFO as its process is made (Scrapy's loggers at DEBUG then)
+        gate = _Below(level, "scrapy")
+        for handler in logging.root.handlers:
+            handler.addFilter(gate)
+        try:
+            process = CrawlerProcess(settings)
+        finally:
+            for handler in logging.root.handlers:
+                handler.removeFilter(gate)
+        # Scrapy puts its own loggers at DEBUG for its root handler to filter: without one, the
+        # crawl's handler shows what the fetch's level lets through, as a child shows it.
+        logging.getLogger("scrapy").setLevel(level)
+    else:
+        process = CrawlerProcess(settings)
     crawler = process.create_crawler(spider)
     process.crawl(crawler, **spider_args)
-    process.start()
+    if started is not None:
+        started(process)
+    process.start(install_signal_handlers=not in_thread)
     # As scrapy crawl: a crawl that could not start (bad settings, no table...) fails.
     if process.bootstrap_failed:
-        return 1
+        return 1, {}
+    stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     # So does a fetch that could not read or write the table (a store gone away), or that was
     # stopped by a signal (SIGINT, SIGTERM: Scrapy's finish reason "shutdown"): its batch is not
     # for parse and updatedb until it is fetched whole (-a resume=true). A fetch that ends at its
     # time limit, or by Scrapy's CloseSpider extension, is not a failure: as in Nutch, what it
     # fetched is parsed and updated, and the rest of the batch is generated again.
-    stats = crawler.stats.get_stats() if crawler.stats is not None else {}
-    _write_report(stats)
     if any(stats.get(key) for key in FAILURE_STATS):
-        return 1
-    return 1 if stats.get("finish_reason") == "shutdown" else 0
+        return 1, stats
+    return (1 if stats.get("finish_reason") == "shutdown" else 0), stats
+
+
+class _Below(logging.Filter):
+    """Drops the records of the logger *name* (and its children) below *level*."""
+
+    def __init__(self, level: int, name: str) -> None:
+        super().__init__(name)
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or not super().filter(record)
+
+
+class FetchThread:
+    """The long-lived fetch of ``nutchy crawl`` (``-rounds``) in a thread of the crawl's own
+    process instead of a child, for the crawl's memory: one interpreter holds Scrapy, Twisted
+    and lxml once. The thread runs the reactor (once for the whole crawl: it cannot run twice in
+    one process) and the ``nutch`` spider with :class:`~nutchy._fetchrounds.ParentRounds` as its
+    round driver, fed through a pair of pipes as a child is: batches written to :attr:`stdin`,
+    reports read on :attr:`reports`; its last stats go to the file *report*.
+
+    It answers as the :class:`subprocess.Popen` of a child does (:attr:`pid`, :attr:`stdin`,
+    :meth:`poll`, :meth:`wait`, :meth:`kill`, :meth:`send_signal`, :attr:`returncode`), so that
+    the crawl drives either alike. A signal sent stops its crawl as Scrapy's handlers stop a
+    child's: gracefully the first time (finish reason ``shutdown``: the fetch fails and its batch
+    is left to finish), at once the second. Ctrl-C reaches it so: while a fetch thread lives,
+    SIGINT in the main thread is sent to it before Python raises :exc:`KeyboardInterrupt` there,
+    as the terminal sends SIGINT to both a crawl and its child.
+    """
+
+    def __init__(self, overrides: Mapping[str, Any], report: Path | str) -> None:
+        command_read, command_write = os.pipe()
+        report_read, report_write = os.pipe()
+        self.pid = os.getpid()
+        self.returncode: int | None = None
+        #: where the batches are written, one JSON object a line
+        self.stdin: IO[bytes] = open(command_write, "wb")  # noqa: SIM115
+        #: where the end of each batch is told (:class:`~nutchy._fetchrounds.ParentRounds`)
+        self.reports: IO[str] = open(report_read, encoding="utf-8")  # noqa: SIM115
+        self._commands = open(command_read, encoding="utf-8")  # noqa: SIM115
+        self._reports = open(report_write, "w", encoding="utf-8")  # noqa: SIM115
+        self._report = str(report)
+        self._overrides = dict(overrides)
+        self._lock = threading.Lock()
+        self._process: CrawlerProcess | None = None
+        self._signals = 0
+        _forward_sigint(self)
+        self._thread = threading.Thread(target=self._run, name="nutchy-fetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        code = 1
+        stats: dict[str, Any] = {}
+        try:
+            spider = parent_driven(self._commands, self._reports)
+            settings = fetch_settings(self._overrides)
+            code, stats = run_crawl(settings, spider, {}, started=self._started, in_thread=True)
+        except Exception:
+            logger.exception("The fetch could not run")
+        finally:
+            with contextlib.suppress(OSError):
+                _write_report(stats, self._report)
+            for handle in (self._reports, self._commands):
+                with contextlib.suppress(OSError):
+                    handle.close()
+            self.returncode = code
+
+    def _started(self, process: CrawlerProcess) -> None:
+        with self._lock:
+            self._process = process
+            stop = self._signals
+        if stop:  # a signal came during the start-up
+            from twisted.internet import reactor
+
+            reactor.callWhenRunning(process.stop)
+
+    def send_signal(self, signum: int) -> None:
+        """Stop the fetch as a signal stops a child's: gracefully, then (a second signal) at
+        once. *signum* is for the likeness; any signal stops it."""
+        with self._lock:
+            self._signals += 1
+            process, again = self._process, self._signals > 1
+        if process is None or not self._thread.is_alive():
+            return  # in its start-up: it stops once started
+        from twisted.internet import reactor
+
+        if again:
+            reactor.callFromThread(_stop_reactor)
+        else:
+            reactor.callFromThread(process.stop)
+
+    def kill(self) -> None:
+        """End a fetch never given a batch: its input ends, and its crawl with it."""
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+
+    def poll(self) -> int | None:
+        return None if self._thread.is_alive() else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the fetch thread is still running after {timeout} s")
+        _forward_sigint(self, stop=True)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def _stop_reactor() -> None:
+    from twisted.internet import reactor
+
+    with contextlib.suppress(RuntimeError):  # already stopping
+        reactor.stop()  # type: ignore[misc]
+
+
+#: The fetch threads that SIGINT is sent to (:class:`FetchThread`).
+_forwarded: weakref.WeakSet[FetchThread] = weakref.WeakSet()
+
+
+def _forward_sigint(fetch: FetchThread, *, stop: bool = False) -> None:
+    """Send SIGINT to *fetch* from now on (or, with *stop*, no longer), when Python's own
+    handler is SIGINT's and this is the main thread (where Python runs signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if stop:
+        _forwarded.discard(fetch)
+        if not _forwarded and signal.getsignal(signal.SIGINT) is _on_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+    if signal.getsignal(signal.SIGINT) is _on_sigint:
+        _forwarded.add(fetch)
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    for fetch in list(_forwarded):
+        fetch.send_signal(signum)
+    signal.default_int_handler(signum, frame)
 
 
 def _die_with_parent() -> None:
@@ -114,23 +307,20 @@ def _watch_parent(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _parent_driven(fd: int) -> type[NutchSpider]:
-    """The ``nutch`` spider fetching the batches read on stdin, reporting on *fd*."""
+def parent_driven(commands: IO[str], reports: IO[str]) -> type[NutchSpider]:
+    """The ``nutch`` spider fetching the batches read on *commands*, reporting on *reports*."""
     from nutchy._fetchrounds import ParentRounds
     from nutchy.spiders import NutchSpider
 
-    driver = functools.partial(
-        ParentRounds,
-        commands=sys.stdin,
-        reports=open(fd, "w", encoding="utf-8"),  # noqa: SIM115
-    )
+    driver = functools.partial(ParentRounds, commands=commands, reports=reports)
     return type("NutchSpider", (NutchSpider,), {"nutch_round_driver": staticmethod(driver)})
 
 
-def _write_report(stats: dict[str, Any]) -> None:
-    """Write *stats* as JSON to the file ``NUTCHY_FETCH_REPORT`` names, when set: ``nutchy
-    crawl`` reads what each child fetched there, whatever the child's log level."""
-    path = os.environ.get("NUTCHY_FETCH_REPORT")
+def _write_report(stats: dict[str, Any], path: str | None = None) -> None:
+    """Write *stats* as JSON to the file *path* names (by default the environment variable
+    ``NUTCHY_FETCH_REPORT``'s, a child's), when set: ``nutchy crawl`` reads what each fetch
+    fetched there, whatever its log level."""
+    path = path or os.environ.get("NUTCHY_FETCH_REPORT")
     if not path:
         return
     plain = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}

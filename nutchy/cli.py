@@ -1038,7 +1038,8 @@ def _crawl(args: argparse.Namespace) -> int:
         overrides=overrides,
         add_days=args.add_days,
         num_fetchers=args.num_fetchers,
-        log=lambda line: print(f"nutchy crawl: {line}", file=sys.stderr),
+        # one write a line: the fetch may log from its thread meanwhile (docs/crawl.md)
+        log=lambda line: print(f"nutchy crawl: {line}\n", end="", file=sys.stderr),
         verbose=args.verbose,
     )
     return 1 if report.stopped.startswith("the fetch") else 0

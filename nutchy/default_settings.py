@@ -29,6 +29,11 @@ NUTCH_CRAWL_DIR = "crawl"
 # Nutch 2.x does in effect.
 NUTCH_CRAWL_GEN_DELAY = 604800000
 
+# (nutchy only) Whether nutchy crawl runs its fetch in its own process (a thread runs Scrapy)
+# rather than in a child, when one long-lived fetcher serves every round (-numFetchers 1, no
+# per-round limit): one interpreter instead of two, for the crawl's memory (docs/crawl.md).
+NUTCH_CRAWL_FETCH_IN_PROCESS = True
+
 # (nutchy only) Whether nutchy crawl appends each round's statistics to the crawl's history
 # (history.jsonl in NUTCH_CRAWL_DIR; one scan of the table per round), which nutchy plot draws.
 NUTCH_CRAWL_HISTORY = True

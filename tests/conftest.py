@@ -25,9 +25,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+import nutchy.default_settings
 from nutchy.store.base import Store
 
 _ids = itertools.count()
+
+# A nutchy crawl run inside the test process fetches in a child, as with
+# NUTCH_CRAWL_FETCH_IN_PROCESS off: its own fetch would run Twisted's reactor in this process,
+# which can run it once, for one test. The crawls the tests run as commands fetch in their own
+# process (tests/test_crawl_in_process.py).
+nutchy.default_settings.NUTCH_CRAWL_FETCH_IN_PROCESS = False
 
 
 def _hbase_options() -> dict[str, str]:

@@ -51,7 +51,9 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     # memory: the tree's PSS beside its RSS, each kind of process's own peak, and the floor
     assert "| peak PSS of the process tree, MB (shared pages counted once) |" in out
     peaks = next(line for line in out.splitlines() if line.startswith("| each process's peak"))
-    assert all(kind in peaks for kind in ("nutchy ", "nutchy._fetchrun ", "nutchy._parsework "))
+    # nutchy crawl fetches in its own process (NUTCH_CRAWL_FETCH_IN_PROCESS): no fetch child
+    assert all(kind in peaks for kind in ("nutchy ", "nutchy._parsework "))
+    assert "nutchy._fetchrun " not in peaks
     at_peak = next(line for line in out.splitlines() if line.startswith("| RSS of each kind"))
     assert re.search(r"nutchy \d+", at_peak), at_peak
     # each kind of process's CPU time, which says where the second core goes
@@ -155,10 +157,13 @@ def test_profile_samples_every_process_of_a_crawl_and_a_recrawl(tmp_path):
     out = done.stdout
     assert "## floor: a plain Spider asking every page again" in out
     # The first crawl and the re-crawl (10% of the pages changed), each with the command's own
-    # process (inject, generate, updatedb), the long-lived fetch process and the parse process.
+    # process (inject, generate, updatedb, and the fetch: NUTCH_CRAWL_FETCH_IN_PROCESS) and the
+    # parse process.
     for phase in ("first", "recrawl"):
         section = out.split(f"## nutchy crawl: {phase}\n", 1)[1].split("\n## ", 1)[0]
-        for kind in ("the command's own process", "fetch process", "parse process"):
+        assert "### fetch process" not in section
+        assert "Scrapy downloader" in section.split("### the command's own process", 1)[1]
+        for kind in ("the command's own process", "parse process"):
             assert re.search(rf"### {kind}: \d+\.\d\d s of samples", section), (phase, kind, out)
         assert "updatedb" in section.split("### the command's own process", 1)[1]
     written = sorted(p.name for p in profiles.iterdir())

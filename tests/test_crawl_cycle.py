@@ -16,7 +16,13 @@ from nutchy.cli import main
 from nutchy.config import load_settings
 from nutchy.core.status import CrawlStatus
 from nutchy.exceptions import StoreError
-from nutchy.jobs.crawl import FetchProcesses, crawl, long_lived, start_fetch_in_child
+from nutchy.jobs.crawl import (
+    FetchProcesses,
+    _reads_ahead,
+    crawl,
+    long_lived,
+    start_fetch_in_child,
+)
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
 
@@ -385,6 +391,19 @@ def test_a_fetch_limit_per_round_keeps_a_fetch_process_per_round():
         ("CLOSESPIDER_TIMEOUT", "0.5"),
     ):
         assert not long_lived(load_settings({name: value}, project=False)), name
+
+
+def test_the_read_ahead_is_off_beside_a_fetch_in_this_process_unless_given():
+    overrides = {"NUTCH_CRAWL_DIR": "crawl"}
+    here, child = FetchProcesses(overrides, in_process=True), FetchProcesses(overrides)
+    settings = load_settings({}, project=False)
+    assert not _reads_ahead(settings, here, overrides)
+    assert _reads_ahead(settings, child, overrides)
+    assert _reads_ahead(settings, start_fetch_in_child, overrides)
+    # the batch of a killed crawl, resumed in a child of its own (other settings)
+    assert _reads_ahead(settings, here, {**overrides, "NUTCH_FETCHER_JOB_RESUME": True})
+    given = load_settings({"NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS": "1000"}, project=False)
+    assert _reads_ahead(given, here, overrides)
 
 
 def test_ctrl_c_during_a_crawl_names_the_batch_left_and_exits_130(crawl_dir, monkeypatch, capsys):

@@ -137,10 +137,15 @@ def test_sigkill_anywhere_then_the_same_command_makes_the_table_of_an_unkilled_c
     # 1. the fetch child, at the 4th page (round 2); 2. nutchy crawl itself during the fetch
     # of that batch resumed, at the 4th page of the next run; 3. nutchy crawl as soon as the
     # fetch child of the next run has ended, in its parse and updatedb of the batch.
+    # The first asks for a fetch child (NUTCH_CRAWL_FETCH_IN_PROCESS off); the others fetch in
+    # the crawl's own process, but for the resumed batch's fetch.
+    child = [*cmd, "-s", "NUTCH_CRAWL_FETCH_IN_PROCESS=false"]
     for target, at in (("child", 4), ("crawl", 4)):
         killer.seen, killer.at, killer.target = 0, at, target
         killer.killed.clear()
-        killer.crawl = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        killer.crawl = subprocess.Popen(
+            child if target == "child" else cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         _, err = killer.crawl.communicate(timeout=120)
         codes.append(killer.crawl.returncode)
         assert killer.killed.is_set(), err.decode()

@@ -69,6 +69,9 @@ def crawl_run(tmp_path_factory):
                 f"NUTCH_METRICS_PORT={port}",
                 "-s",
                 "NUTCH_METRICS_INTERVAL=0.2",
+                # a fetch child, whose last snapshot is served while the crawl waits for it
+                "-s",
+                "NUTCH_CRAWL_FETCH_IN_PROCESS=false",
             ],
             stderr=subprocess.PIPE,
             text=True,

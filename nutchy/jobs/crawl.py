@@ -3,11 +3,12 @@
 Inject the seeds once, then run rounds of generate, fetch, parse and updatedb until *rounds* are
 done, generate selects nothing, or a file named ``STOP`` appears in the crawl directory (checked
 before each round, so the current round always finishes). Generate, parse and updatedb run in
-this process; each fetch runs ``scrapy crawl nutch`` in a child process (see
-:mod:`nutchy._fetchrun`), or in *K* children at once with ``-numFetchers K``: generate splits the
-batch into *K* partitions by host (as ``nutchy generate -numFetchers K``) and each child fetches
-one (``-a partition=k/K``), so every host is fetched by one process. While the children fetch,
-this process reads ahead what updatedb needs of the batch
+this process; the fetch runs the ``nutch`` spider in a thread of this process
+(:class:`~nutchy._fetchrun.FetchThread`, ``NUTCH_CRAWL_FETCH_IN_PROCESS``) or in a child
+process (see :mod:`nutchy._fetchrun`), or in *K* children at once with ``-numFetchers K``:
+generate splits the batch into *K* partitions by host (as ``nutchy generate -numFetchers K``)
+and each child fetches one (``-a partition=k/K``), so every host is fetched by one process.
+While the batch is fetched, this process reads ahead what updatedb needs of it
 (:func:`~nutchy.jobs.updatedb.read_ahead`).
 
 Each round is noted in a file of the crawl directory while it is under way
@@ -33,7 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrapy.settings import SETTINGS_PRIORITIES
+
 from nutchy._checks import check_settings
+from nutchy._fetchrun import FetchThread
 from nutchy._memory import release_memory
 from nutchy.agent import contact_warning
 from nutchy.config import crawl_dir
@@ -110,6 +114,9 @@ class FetchRun:
 #: a function that waits for the fetch and returns its exit code, or a :class:`FetchRun`.
 StartFetch = Callable[[str, Mapping[str, Any], str | None], Callable[[], "int | FetchRun"]]
 
+#: A long-lived fetch: a child process, or a thread of this one (:class:`FetchThread`).
+Fetcher = subprocess.Popen[bytes] | FetchThread
+
 #: The environment variable naming the file where ``python -m nutchy._fetchrun`` writes its stats.
 REPORT_ENV = "NUTCHY_FETCH_REPORT"
 #: The environment variable giving a fetch child its parent's process id: the child dies with it.
@@ -182,14 +189,22 @@ class FetchProcesses:
     and the stats it left. A batch given other settings than the processes' (*overrides*, by
     default those of the first batch) is fetched by a child of its own. :meth:`finish` tells
     them no batch follows, and they end on their own while the caller goes on; :meth:`close`
-    ends them (if need be) and waits for them."""
+    ends them (if need be) and waits for them.
 
-    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+    *in_process*: the fetch of a whole batch (no partition) runs in a thread of this process
+    (:class:`~nutchy._fetchrun.FetchThread`) rather than in a child, the first time; as the
+    reactor runs once in a process, a fetch that needs a new one after it is a child's."""
+
+    def __init__(
+        self, overrides: Mapping[str, Any] | None = None, *, in_process: bool = False
+    ) -> None:
         #: the settings of the long-lived processes (None: those of the first batch)
         self.overrides = overrides
-        self._children: dict[int, tuple[subprocess.Popen[bytes], Any, Path]] = {}
+        #: whether the next whole-batch fetch may run in this process (:class:`FetchThread`)
+        self.in_process = in_process
+        self._children: dict[int, tuple[Fetcher, Any, Path]] = {}
         #: processes told that no batch follows, ending (:meth:`finish`)
-        self._ending: list[tuple[subprocess.Popen[bytes], Any, Path]] = []
+        self._ending: list[tuple[Fetcher, Any, Path]] = []
         #: each process's stats at the end of its last batch
         self._seen: dict[int, dict[str, Any]] = {}
         #: the processes given a batch so far
@@ -205,7 +220,7 @@ class FetchProcesses:
         assert self.overrides is not None
         for k in range(partitions):
             if k not in self._children:
-                self._children[k] = self._start(self.overrides)
+                self._children[k] = self._start(self.overrides, whole=partitions == 1)
 
     def __call__(
         self, batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
@@ -218,7 +233,7 @@ class FetchProcesses:
             return start_fetch_in_child(batch_id, overrides, partition)
         k = 0 if partition is None else int(partition.partition("/")[0])
         if k not in self._children:
-            self._children[k] = self._start(overrides)
+            self._children[k] = self._start(overrides, whole=partition is None)
         process, _reports, _ = self._children[k]
         self._given.add(k)
         assert process.stdin is not None
@@ -230,15 +245,32 @@ class FetchProcesses:
             pass  # the process is gone: waiting says how it ended
         return functools.partial(self._wait, k)
 
+    def fetches_here(self, overrides: Mapping[str, Any]) -> bool:
+        """Whether a whole batch given with *overrides* is fetched in this process (by its
+        :class:`FetchThread`)."""
+        if self.overrides is not None and dict(overrides) != dict(self.overrides):
+            return False
+        if 0 in self._children:
+            return isinstance(self._children[0][0], FetchThread)
+        return self.in_process
+
     @property
-    def processes(self) -> list[subprocess.Popen[bytes]]:
-        """The processes started so far."""
+    def processes(self) -> list[Fetcher]:
+        """The processes (and the fetch thread) started so far."""
         return [process for process, _, _ in (*self._ending, *self._children.values())]
 
-    def _start(self, overrides: Mapping[str, Any]) -> tuple[subprocess.Popen[bytes], Any, Path]:
-        read, write = os.pipe()
+    def _start(self, overrides: Mapping[str, Any], *, whole: bool) -> tuple[Fetcher, Any, Path]:
         handle, name = tempfile.mkstemp(prefix="nutchy-fetch-", suffix=".json")
         os.close(handle)
+        if self.in_process and whole:
+            self.in_process = False  # the reactor runs once in a process
+            try:
+                thread = FetchThread(overrides, name)
+            except BaseException:
+                Path(name).unlink(missing_ok=True)
+                raise
+            return thread, thread.reports, Path(name)
+        read, write = os.pipe()
         command = [
             *(sys.executable, "-m", "nutchy._fetchrun", "-rounds", str(write)),
             json.dumps(dict(overrides)),
@@ -328,6 +360,15 @@ def long_lived(settings: BaseSettings) -> bool:
     )
 
 
+def fetch_in_process(settings: BaseSettings) -> bool:
+    """Whether ``nutchy crawl``'s long-lived fetch may run in its own process
+    (``NUTCH_CRAWL_FETCH_IN_PROCESS``): not if Twisted's reactor is installed in this process
+    already (a program of its own that runs the crawl), which the fetch could not run again."""
+    return get_bool(settings, "NUTCH_CRAWL_FETCH_IN_PROCESS") and (
+        "twisted.internet.reactor" not in sys.modules
+    )
+
+
 def fetch_in_child(
     batch_id: str, overrides: Mapping[str, Any], partition: str | None = None
 ) -> int:
@@ -385,8 +426,9 @@ def crawl(
     them into *num_fetchers* partitions, fetched at once by as many children.
     *start_fetch* starts the fetch of a batch (of one partition ``k/K`` of it, or of all of it
     for ``None``) and returns a function that waits for its exit code; by default, long-lived
-    processes (:class:`FetchProcesses`) fetch every round, or a child each round's fetch when a
-    limit must hold for each (:func:`long_lived`). The children log at
+    processes (:class:`FetchProcesses`) fetch every round (with one fetcher, a thread of this
+    process: :func:`fetch_in_process`), or a child each round's fetch when a limit must hold for
+    each (:func:`long_lived`). The fetches log at
     WARNING, without Scrapy's telnet console (:data:`QUIET_CHILD`), unless *verbose* or
     *overrides* say otherwise; each phase of each round is said in one line through *log*, and
     the rounds in a table at the end.
@@ -406,7 +448,10 @@ def crawl(
         settings, top_n=top_n, num_fetchers=num_fetchers
     )
     indexing = _indexing(settings)
-    processes = FetchProcesses(overrides) if start_fetch is None and long_lived(settings) else None
+    processes = None
+    if start_fetch is None and long_lived(settings):
+        in_process = num_fetchers == 1 and fetch_in_process(settings)
+        processes = FetchProcesses(overrides, in_process=in_process)
     start_fetch = start_fetch or processes or start_fetch_in_child
     ending = contextlib.closing(processes) if processes else contextlib.nullcontext()
     with _metrics(settings) as metrics, open_table(settings) as table, ending:
@@ -498,7 +543,8 @@ def crawl(
                             current.partitions,
                             fetch_overrides,
                             start_fetch,
-                            read_ahead=not resumed,
+                            read_ahead=not resumed
+                            and _reads_ahead(settings, start_fetch, fetch_overrides),
                         )
                         if number == rounds and isinstance(start_fetch, FetchProcesses):
                             # No round follows: the fetch processes end (Scrapy's close, the
@@ -721,6 +767,20 @@ def _fetch(
         if code != 0
     ]
     return ahead, "; ".join(failed), statuses, cut
+
+
+def _reads_ahead(
+    settings: BaseSettings, start_fetch: StartFetch, overrides: Mapping[str, Any]
+) -> bool:
+    """Whether the crawl reads ahead for updatedb while it fetches with *overrides*: not beside
+    a fetch in this process (:class:`FetchThread`) unless ``NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS``
+    is given (by the project or ``-s``). There it shares the interpreter with the fetch instead
+    of using a core the fetch leaves free, and holds its outlinks beside the fetch's memory:
+    docs/crawl.md."""
+    if not isinstance(start_fetch, FetchProcesses) or not start_fetch.fetches_here(overrides):
+        return True
+    given = settings.getpriority("NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS") or 0
+    return given > SETTINGS_PRIORITIES["default"]
 
 
 def _read_ahead(table: WebTable, settings: BaseSettings, batch_id: str) -> ReadAhead | None:
