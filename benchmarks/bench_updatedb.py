@@ -81,6 +81,8 @@ def measure(snapshot: str, work: str, batch_id: str, now: str, ahead: str) -> di
         table.get_key("")  # connected, as in a crawl
         result["rss_open"] = _rss_kib("VmRSS:") / 1024
         config = update_config(settings, batch_id)
+        marker = ("_gnmrk_", batch_id)
+        result["outlinks"] = sum(len(p.outlinks) for p in table.scan(["outlinks"], marker=marker))
         read = None
         if ahead == "ahead":
             wall, cpu = time.perf_counter(), time.process_time()
@@ -96,7 +98,7 @@ def measure(snapshot: str, work: str, batch_id: str, now: str, ahead: str) -> di
         result["peak_updatedb"] = _rss_kib("VmHWM:") / 1024
         result["pages"] = counts.batch_pages
         result["new"] = counts.new_rows
-        result["targets"] = counts.existing_targets
+        result["rows"] = counts.batch_pages + counts.existing_targets + counts.new_rows
         result["from_ahead"] = counts.read_ahead
         result["digest_updatedb"] = _digest(table)
         options = GenerateOptions.from_settings(settings, top_n=None, num_fetchers=1)
@@ -234,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; median of {args.repeat}")
     print()
     print(
-        "| snapshot | batch pages | new rows | read ahead s (CPU) | updatedb s | CPU s"
-        " | RSS open MB | peak MB | generate s (CPU) | digests |"
+        "| snapshot | batch pages | their outlinks | rows written | new rows | read ahead s (CPU)"
+        " | updatedb s | CPU s | RSS open MB | peak MB | generate s (CPU) | digests |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     env = {**os.environ}
     work = str(data / "work")
     for snap in snapshots:
@@ -274,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                 f", {runs[0]['from_ahead']} read ahead" if mode == "ahead" else ""
             )
             print(
-                f"| {label} | {runs[0]['pages']} | {runs[0]['new']} | {ahead}"
+                f"| {label} | {runs[0]['pages']} | {runs[0]['outlinks']} | {runs[0]['rows']}"
+                f" | {runs[0]['new']} | {ahead}"
                 f" | {med('updatedb_s'):.3f} | {med('updatedb_cpu'):.3f} | {med('rss_open'):.0f}"
                 f" | {med('peak_updatedb'):.0f} | {med('generate_s'):.3f} ({med('generate_cpu'):.3f})"
                 f" | {' '.join('/'.join(d) for d in sorted(digests))} |",

@@ -12,7 +12,7 @@ from functools import partial
 import pytest
 
 from nutchy.core.parse import ParseConfig
-from nutchy.core.schedule import DefaultFetchSchedule
+from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule
 from nutchy.core.scoring import cash_bytes, read_cash
 from nutchy.core.signature import MD5Signature
 from nutchy.core.status import CrawlStatus, ParseStatusMajor
@@ -421,3 +421,37 @@ def test_nutchy_crawl_reads_ahead_unless_turned_off(table):
     off = load_settings({"NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS": "0"}, project=False)
     assert len(_read_ahead(table, on, "b1").shares) == 5
     assert _read_ahead(table, off, "b1") is None
+
+
+def test_a_page_read_as_a_304_then_fetched_again_is_written_with_its_signatures(table):
+    """updatedb reads the pages that answered 304 without their signatures (their parse record
+    holds the page's text); one fetched again between the first read and the write (a resumed
+    fetch of the batch) has them read in the write, and ends as if it had been read fetched."""
+    config = UpdateConfig(schedule=AdaptiveFetchSchedule())
+    keys_1, keys_2 = _world(table, 1), _world(table, 2)
+    _fetch_world(table, 1, keys_1)
+    _fetch_world(table, 2, keys_2)
+    again = {"status": CrawlStatus.FETCHED, "signature": b"new", "prev_signature": b"old"}
+    table.update(keys_2[0], again)  # world 2: read fetched, its content changed
+    modify, get_key = table.modify, table.get_key
+    signed: list[str] = []
+
+    def fetched_meanwhile(keys, fields, change):
+        if not signed:  # the first write: world 1's first read is done, its page 0 read as a 304
+            table.update(keys_1[0], again)
+        return modify(keys, fields, change)
+
+    def spy(key, fields=None):
+        if fields is not None and "signature" in fields:
+            signed.append(key)
+        return get_key(key, fields)
+
+    table.modify, table.get_key = fetched_meanwhile, spy
+    updatedb(table, "b1", now=NOW + 1000, config=config)
+    del table.modify, table.get_key
+    assert signed == [keys_1[0]]
+    updatedb(table, "b2", now=NOW + 1000, config=config)
+    # (its share was read as a 304's: its inlinks count as stored in world 1, not in world 2)
+    page_0 = reverse_url("http://w.example.com/0")
+    assert _renamed(table, 1)[page_0] == _renamed(table, 2)[page_0]
+    assert table.get_key(keys_1[0]).fetch_interval < 2592000  # a change shortens it

@@ -186,9 +186,10 @@ def _shares(
     ahead: ReadAhead | None,
     counts: UpdateCounts,
     tasks: Tasks | None = None,
-) -> Iterable[tuple[str, _Share]]:
-    """Each page of the batch with its share, in key order: from *ahead* for pages the fetch
-    answered with 304, read now for the others (range by range in *tasks* without *ahead*)."""
+) -> Iterable[tuple[str, _Share, bool]]:
+    """Each page of the batch with its share and whether its fetch answered 304 (status
+    NOTMODIFIED when read), in key order: from *ahead* for pages the fetch answered with 304,
+    read now for the others (range by range in *tasks* without *ahead*)."""
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
     if ahead is None or ahead.batch_id != batch_id or not ahead.shares:
         if tasks is not None and tasks.count > 1:
@@ -199,18 +200,20 @@ def _shares(
         keys = _Keys()
         for page in table.scan(SHARE_FIELDS, marker=marker, skip_errors=True):
             if in_batch(page, batch_id):
-                yield page.key, _resolve(share_cash(page, config), keys)
+                unchanged = page.status == CrawlStatus.NOTMODIFIED
+                yield page.key, _resolve(share_cash(page, config), keys), unchanged
         return
     # Which pages are still in the batch, and how their fetch ended: a cheap read.
-    found: list[tuple[str, _Share | None]] = []
+    found: list[tuple[str, _Share | None, bool]] = []
     stale: list[str] = []
     for page in table.scan(_STATUS_FIELDS, marker=marker, skip_errors=True):
         if not in_batch(page, batch_id):
             continue
-        share = ahead.shares.get(page.key) if page.status == CrawlStatus.NOTMODIFIED else None
+        unchanged = page.status == CrawlStatus.NOTMODIFIED
+        share = ahead.shares.get(page.key) if unchanged else None
         if share is None:
             stale.append(page.key)
-        found.append((page.key, share))
+        found.append((page.key, share, unchanged))
     ahead.shares.clear()  # what was not kept is not needed any more: free it before reading
     fresh: dict[str, _Share] = {}
     for start in range(0, len(stale), table.read_limit):
@@ -218,14 +221,14 @@ def _shares(
         for page in table.get_many(chunk, SHARE_FIELDS, skip_errors=True).values():
             if in_batch(page, batch_id):
                 fresh[page.key] = _resolve(share_cash(page, config), ahead.keys)
-    for key, share in found:
+    for key, share, unchanged in found:
         if share is None:
             share = fresh.get(key)
             if share is None:
                 continue  # deleted meanwhile
         else:
             counts.read_ahead += 1
-        yield key, share
+        yield key, share, unchanged
 
 
 def _range_shares(
@@ -236,13 +239,17 @@ def _range_shares(
     *,
     batch_id: str | None,
     config: UpdateConfig,
-) -> list[tuple[str, _Share]]:
-    """Each page of the batch from *start* to *stop* with its share, in key order (one task of
-    ``updatedb -numTasks K``)."""
+) -> list[tuple[str, _Share, bool]]:
+    """Each page of the batch from *start* to *stop* with its share and whether it was answered
+    with 304, in key order (one task of ``updatedb -numTasks K``)."""
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
     keys = _Keys()
     return [
-        (page.key, _resolve(share_cash(page, config), keys))
+        (
+            page.key,
+            _resolve(share_cash(page, config), keys),
+            page.status == CrawlStatus.NOTMODIFIED,
+        )
         for page in table.scan(
             SHARE_FIELDS, start=start, stop=stop, marker=marker, skip_errors=True
         )
@@ -252,6 +259,12 @@ def _range_shares(
 
 #: What the read after the fetch needs to know of every page when the first read was done ahead.
 _STATUS_FIELDS = ("status", "markers")
+#: The signatures of a page: its parse record is read for them, with the page's text.
+_SIGNATURES = ("signature", "prev_signature")
+#: What updatedb reads of a page of the batch that was answered with 304: all but the
+#: signatures, which a 304's status transition and schedule do not look at (see
+#: :func:`~nutchy.core.update.update_row`), and whose parse record holds the page's text.
+_NOT_MODIFIED_FIELDS = tuple(f for f in BATCH_UPDATE_FIELDS if f not in _SIGNATURES)
 
 
 def updatedb(
@@ -285,6 +298,8 @@ def updatedb(
         )
     counts = UpdateCounts()
     given: dict[str, float] = {}
+    #: pages of the batch answered with 304 when first read
+    unchanged: set[str] = set()
     contributions: dict[str, list[Inlink]] = {}
     # The loop below runs once per outlink of the batch (40 a page is common) and builds no list
     # it does not keep.
@@ -292,8 +307,12 @@ def updatedb(
     invalid = 0
     reading = None if progress is None else progress("updatedb: batch pages read", unit="pages")
     try:
-        for source, (inlinks, gave) in _shares(table, batch_id, config, ahead, counts, tasks):
+        for source, (inlinks, gave), not_modified in _shares(
+            table, batch_id, config, ahead, counts, tasks
+        ):
             given[source] = gave
+            if not_modified:
+                unchanged.add(source)
             for key, inlink in inlinks:
                 if key is None:
                     invalid += 1
@@ -333,6 +352,12 @@ def updatedb(
         if page is None or not in_batch(page, batch_id):
             outcome.pop(key, None)
             return None  # deleted, or updated by another run meanwhile
+        if "signature" not in page.loaded and page.status != CrawlStatus.NOTMODIFIED:
+            # Read as a 304, fetched again meanwhile (a resumed fetch of the batch): its
+            # signatures count now. Read in the same write (the row cannot change meanwhile).
+            signed = table.get_key(key, _SIGNATURES)
+            if signed is not None:
+                page.signature, page.prev_signature = signed.signature, signed.prev_signature
         update, again = _change(
             page, key, contributions.get(key, []), now=now, config=config, given=given[key]
         )
@@ -341,7 +366,11 @@ def updatedb(
 
     try:
         table.modify(targets, TARGET_FIELDS, change_target)
-        table.modify(list(given), BATCH_UPDATE_FIELDS, change_batch_page)
+        # Pages answered with 304 are read without their signatures (nor the text beside them).
+        table.modify(
+            [k for k in given if k not in unchanged], BATCH_UPDATE_FIELDS, change_batch_page
+        )
+        table.modify([k for k in given if k in unchanged], _NOT_MODIFIED_FIELDS, change_batch_page)
     finally:
         if writing is not None:
             writing.close()
