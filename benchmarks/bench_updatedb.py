@@ -211,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--hosts", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each (the median is shown)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each (the median is shown; 0: none)"
+    )
     parser.add_argument("--data", type=Path, help=f"snapshots' folder (default {DATA}-<hosts>)")
     parser.add_argument("--only", help="the snapshots to run, comma-separated (default: all)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -228,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.only:
         snapshots = [s for s in snapshots if s["name"] in args.only.split(",")]
+    if args.repeat < 1:
+        return 0
     import nutchy
 
     load = os.getloadavg()

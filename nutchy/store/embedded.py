@@ -611,8 +611,13 @@ class EmbeddedStore:
                 chunk = list(keys[i : i + _CHUNK])
                 sql = f"{select} WHERE w.key IN ({','.join('?' * len(chunk))})"
                 # Row by row from the cursor: a chunk's records are not all held at once
-                # (a page's text, read for its signature, is tens of KB).
-                found.update(reader.rows(self._query(sql, chunk)))
+                # (a page's text, read for its signature, is tens of KB). Closed however the
+                # read ends, so that no statement stays open on the connection.
+                cursor = self._query(sql, chunk)
+                try:
+                    found.update(reader.rows(cursor))
+                finally:
+                    cursor.close()
         return found
 
     def scan(
