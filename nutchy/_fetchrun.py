@@ -188,8 +188,11 @@ class FetchThread:
         self._reports = open(report_write, "w", encoding="utf-8")  # noqa: SIM115
         self._report = str(report)
         self._overrides = dict(overrides)
-        self._lock = threading.Lock()
+        # reentrant: SIGINT's handler takes it in the main thread, which a second SIGINT may
+        # interrupt there
+        self._lock = threading.RLock()
         self._process: CrawlerProcess | None = None
+        self._opened = False
         self._signals = 0
         _forward_sigint(self)
         self._thread = threading.Thread(target=self._run, name="nutchy-fetch", daemon=True)
@@ -202,6 +205,9 @@ class FetchThread:
             spider = parent_driven(self._commands, self._reports)
             settings = fetch_settings(self._overrides)
             code, stats = run_crawl(settings, spider, {}, started=self._started, in_thread=True)
+            with self._lock:
+                if self._signals:  # stopped by a signal, whatever became of its crawl
+                    code = code or 1
         except Exception:
             logger.exception("The fetch could not run")
         finally:
@@ -213,28 +219,36 @@ class FetchThread:
             self.returncode = code
 
     def _started(self, process: CrawlerProcess) -> None:
+        from scrapy import signals
+
         with self._lock:
             self._process = process
-            stop = self._signals
-        if stop:  # a signal came during the start-up
-            from twisted.internet import reactor
+        for crawler in process.crawlers:
+            crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
 
-            reactor.callWhenRunning(process.stop)
+    def _spider_opened(self) -> None:
+        with self._lock:
+            self._opened = True
+            stop = self._signals
+        if stop and self._process is not None:  # a signal came while it opened
+            _stop_gracefully(self._process)
 
     def send_signal(self, signum: int) -> None:
         """Stop the fetch as a signal stops a child's: gracefully, then (a second signal) at
-        once. *signum* is for the likeness; any signal stops it."""
+        once. *signum* is for the likeness; any signal stops it. A fetch whose spider is not
+        open yet stops once it is, or ends without a batch when its input ends first (the crawl
+        closes it as it stops): a crawl stopped while it opens leaves tasks half done."""
         with self._lock:
             self._signals += 1
-            process, again = self._process, self._signals > 1
+            process, opened, again = self._process, self._opened, self._signals > 1
         if process is None or not self._thread.is_alive():
-            return  # in its start-up: it stops once started
+            return
         from twisted.internet import reactor
 
         if again:
             reactor.callFromThread(_stop_reactor)
-        else:
-            reactor.callFromThread(process.stop)
+        elif opened:
+            reactor.callFromThread(_stop_gracefully, process)
 
     def kill(self) -> None:
         """End a fetch never given a batch: its input ends, and its crawl with it."""
@@ -251,6 +265,12 @@ class FetchThread:
         _forward_sigint(self, stop=True)
         assert self.returncode is not None
         return self.returncode
+
+
+def _stop_gracefully(process: CrawlerProcess) -> None:
+    """Stop *process*'s crawl, then the reactor, as Scrapy's handler of a first signal does
+    (the reactor stops even if the crawl's stop left it running)."""
+    process.stop().addBoth(lambda _: _stop_reactor())
 
 
 def _stop_reactor() -> None:

@@ -234,3 +234,29 @@ def test_a_store_gone_away_during_the_fetch_stops_the_crawl_as_with_a_child(
     assert f"127.0.0.1:{hbase.port}" in err  # the fetch says which store failed
     assert "Traceback" not in err
     assert not any("nutchy._fetchrun" in line for line in watch.seen)
+
+
+@pytest.mark.parametrize("at", ["inject:", "round 1: batch", "round 2: batch"])
+def test_ctrl_c_before_the_fetch_opens_or_between_batches_ends_the_crawl_quietly(
+    tmp_path, seeds, at
+):
+    # SIGINT while the fetch starts up (after inject: it waits for its first batch), as it is
+    # given its first batch, or between two batches: the crawl exits with 130, and the fetch
+    # ends with it, without leaving Scrapy's or asyncio's tasks half done.
+    crawl = subprocess.Popen(command(tmp_path / "crawl", seeds), stderr=subprocess.PIPE, text=True)
+    assert crawl.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in crawl.stderr:
+            if at in line and not any(at in seen for seen in lines):
+                crawl.send_signal(signal.SIGINT)
+            lines.append(line)
+        code = crawl.wait(timeout=30)
+    finally:
+        crawl.kill()
+        crawl.wait()
+        crawl.stderr.close()
+    err = "".join(lines)
+    assert code == 130, err
+    assert lines[-1] == "nutchy crawl: interrupted\n", err
+    assert "ERROR" not in err and "Traceback" not in err and "Task was destroyed" not in err
