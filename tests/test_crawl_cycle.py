@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from nutchy.jobs.crawl import (
     FetchProcesses,
     _reads_ahead,
     crawl,
+    fetch_in_process,
     long_lived,
     start_fetch_in_child,
 )
@@ -391,6 +393,16 @@ def test_a_fetch_limit_per_round_keeps_a_fetch_process_per_round():
         ("CLOSESPIDER_TIMEOUT", "0.5"),
     ):
         assert not long_lived(load_settings({name: value}, project=False)), name
+
+
+def test_the_fetch_runs_in_the_crawls_process_unless_asked_or_logged_to_a_file():
+    # (the crawls of this test process fetch in a child: conftest.py)
+    on = {"NUTCH_CRAWL_FETCH_IN_PROCESS": "true"}
+    free = "twisted.internet.reactor" not in sys.modules  # as in a fresh nutchy crawl
+    assert fetch_in_process(load_settings(on, project=False)) == free
+    assert not fetch_in_process(load_settings({**on, "LOG_FILE": "fetch.log"}, project=False))
+    off = {"NUTCH_CRAWL_FETCH_IN_PROCESS": "false"}
+    assert not fetch_in_process(load_settings(off, project=False))
 
 
 def test_the_read_ahead_is_off_beside_a_fetch_in_this_process_unless_given():

@@ -363,9 +363,13 @@ def long_lived(settings: BaseSettings) -> bool:
 def fetch_in_process(settings: BaseSettings) -> bool:
     """Whether ``nutchy crawl``'s long-lived fetch may run in its own process
     (``NUTCH_CRAWL_FETCH_IN_PROCESS``): not if Twisted's reactor is installed in this process
-    already (a program of its own that runs the crawl), which the fetch could not run again."""
-    return get_bool(settings, "NUTCH_CRAWL_FETCH_IN_PROCESS") and (
-        "twisted.internet.reactor" not in sys.modules
+    already (a program of its own that runs the crawl), which the fetch could not run again,
+    nor with Scrapy's ``LOG_FILE``, which a fetch child's log goes to (the crawl's process has
+    its own log)."""
+    return (
+        get_bool(settings, "NUTCH_CRAWL_FETCH_IN_PROCESS")
+        and not settings.get("LOG_FILE")
+        and "twisted.internet.reactor" not in sys.modules
     )
 
 
