@@ -260,3 +260,22 @@ def test_ctrl_c_before_the_fetch_opens_or_between_batches_ends_the_crawl_quietly
     assert code == 130, err
     assert lines[-1] == "nutchy crawl: interrupted\n", err
     assert "ERROR" not in err and "Traceback" not in err and "Task was destroyed" not in err
+
+
+def test_the_crawl_with_v_shows_the_fetchs_scrapy_log(tmp_path, seeds):
+    # At INFO, as a child's with -v, through the crawl's own log handler (its format).
+    crawl_dir = tmp_path / "crawl"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "nutchy", "-v", "crawl", str(seeds), "-rounds", "1"),
+            *("-s", f"NUTCH_CRAWL_DIR={crawl_dir}", "-s", "NUTCH_FETCHER_SERVER_DELAY=0"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "started (bot:" in done.stderr and "INFO: Fetched batch" in done.stderr
+    assert " scrapy.core.engine INFO: Spider opened" in done.stderr  # not a child's [name]
+    assert "nutchy crawl: round 1: fetch: 1 URLs fetched: 1 success;" in done.stderr
