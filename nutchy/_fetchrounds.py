@@ -10,7 +10,9 @@ start and after each batch it reads the next batch from its standard input, one 
 line (``{"batch": ID, "partition": "k/K" or null}``), fetches it (parsing as it goes, as a
 fetch does; no updatedb) and, once its outcomes and parses are written, writes a line on the
 file descriptor *FD*: ``{"batch": ID, "stats": {...}}``, the crawl's Scrapy stats so far (the
-parent takes the difference). The end of its input ends the crawl.
+parent takes the difference). The end of its input ends the crawl. The fetch that runs in a
+thread of ``nutchy crawl``'s own process (:class:`nutchy._fetchrun.FetchThread`) is driven the
+same way, through a pair of pipes in place of the standard input and *FD*.
 """
 
 from __future__ import annotations
