@@ -177,7 +177,10 @@ def test_sigkill_anywhere_then_the_same_command_makes_the_table_of_an_unkilled_c
     # every page at least once; again only those in flight at a kill
     fetched = Counter(path for path in server.hits if path != "/robots.txt")
     assert set(fetched) == set(GRAPH)
-    assert sum(fetched.values()) - len(GRAPH) <= 2
+    # a kill's page in flight, and at most the page fetched before it whose outcome was still
+    # being written (NUTCH_FETCHER_FLUSH_SIZE=1, one request per host at a time; seen on a
+    # loaded machine), as docs/crawl.md's "After a crash" bounds it
+    assert sum(fetched.values()) - len(GRAPH) <= 4
     assert hits_whole > 0
 
 
