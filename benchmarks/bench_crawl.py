@@ -656,12 +656,14 @@ def _hwm(pid: int) -> int:
 def _role(pid: int) -> str:
     """What process *pid* is, for the per-process peaks: the module of ``python -m MODULE``
     (``nutchy``, ``nutchy._fetchrun``, ``nutchy._parsework``, ``scrapy``...), else the name of
-    the script or program."""
+    the script or program; empty for a process gone or without a command line (a zombie)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().decode(errors="replace").split("\0")
     except OSError:
-        return "?"
+        return ""  # gone
+    if not argv[0]:
+        return ""  # a zombie's, or a kernel thread's
     if "-m" in argv[:-1]:
         return argv[argv.index("-m") + 1]
     script = next((a for a in argv[1:] if not a.startswith("-")), argv[0])
@@ -754,11 +756,14 @@ def run_command(
             rss = _rss(pid)
             total += rss
             pss += _pss(pid)
-            role = roles.setdefault(pid, _role(pid))
+            role = roles.get(pid) or _role(pid)
+            tree.extend(_children(pid))
+            if not role:  # gone already (a zombie has no command line): nothing to tell
+                continue
+            roles[pid] = role
             by_role[role] += rss
             peaks[role] = max(peaks.get(role, 0.0), _hwm(pid) / 2**20)
             cpus[pid] = _cpu(pid) or cpus.get(pid, 0.0)
-            tree.extend(_children(pid))
         if total > peak:
             at_peak = {role: rss / 2**20 for role, rss in by_role.items()}
         peak = max(peak, total)
