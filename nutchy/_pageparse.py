@@ -61,6 +61,7 @@ __all__ = [
     "PageParser",
     "content_fields",
     "fetch_time_iso",
+    "item_parse_fields",
     "outlinks",
     "parse_status_name",
 ]
@@ -107,6 +108,7 @@ class PageParser:
         timeout: float,
         flush_size: int,
         item_content: bool,
+        item_parse_fields: bool = True,
     ) -> None:
         self.table = table
         self.config = config
@@ -115,6 +117,8 @@ class PageParser:
         self.timeout = timeout
         self.flush_size = flush_size
         self.item_content = item_content
+        #: whether the items carry ``title``, ``text`` and ``outlinks`` (:func:`item_parse_fields`)
+        self.item_parse_fields = item_parse_fields
         #: what was counted since the caller last took it
         self.stats: dict[str, int] = {}
         #: the first store error not reported yet
@@ -138,6 +142,7 @@ class PageParser:
             "timeout": get_float(settings, "NUTCH_PARSER_TIMEOUT"),
             "flush_size": get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
             "item_content": get_bool(settings, "NUTCH_ITEM_CONTENT"),
+            "item_parse_fields": item_parse_fields(settings),
         }
 
     def count(self, key: str, n: int = 1) -> None:
@@ -172,9 +177,7 @@ class PageParser:
             self._write(updates)
         return items
 
-    def _parse(
-        self, fetched: FetchedPage, row: WebPage | None, *, keep: bool
-    ) -> dict[str, Any]:
+    def _parse(self, fetched: FetchedPage, row: WebPage | None, *, keep: bool) -> dict[str, Any]:
         """Parse *fetched* (whose row, read before, is *row*), hold the parse for writing when
         *keep*, and return its item's fields."""
         item: dict[str, Any] = {
@@ -223,12 +226,13 @@ class PageParser:
                 build_update(fetched.key, change.fields, change.entries, change.replace)
             )
         item["parse_status"] = parse_status_name(result.status)
-        if "title" in change.fields:
-            item["title"] = change.fields["title"]
-            item["text"] = change.fields["text"]
-        links = change.replace.get("outlinks", change.entries.get("outlinks"))
-        if links is not None:
-            item["outlinks"] = outlinks(cast("dict[str, str]", links))
+        if self.item_parse_fields:
+            if "title" in change.fields:
+                item["title"] = change.fields["title"]
+                item["text"] = change.fields["text"]
+            links = change.replace.get("outlinks", change.entries.get("outlinks"))
+            if links is not None:
+                item["outlinks"] = outlinks(cast("dict[str, str]", links))
         new_signature = change.fields.get("signature")
         if isinstance(new_signature, bytes):
             item["signature"] = new_signature.hex()
@@ -249,6 +253,53 @@ class PageParser:
         self.count("nutch/parse/not_written", count)
         if self.error is None:
             self.error = f"{count} {exc!s}"
+
+
+#: nutchy's own item pipelines: none of them reads an item's fields.
+_OWN_PIPELINES: Final = frozenset(
+    {
+        "nutchy.pipelines.NutchDbUpdatePipeline",
+        "nutchy.index.pipeline.NutchIndexPipeline",
+    }
+)
+_PARSE_PIPELINE: Final = "nutchy.pipelines.NutchParsePipeline"
+
+
+def item_parse_fields(settings: BaseSettings) -> bool:
+    """Whether the items of parsed pages carry ``title``, ``text`` and ``outlinks``:
+    ``NUTCH_ITEM_PARSE_FIELDS`` when it is set, else whether anything after the parse pipeline
+    may read them: feed exports (``FEEDS``), ``NUTCH_ITEM_CONTENT``, or an item pipeline ordered
+    after the parse pipeline other than nutchy's own (which read no item). A pipeline given in
+    a way this cannot name counts as one that reads them.
+
+    The fields are the bulk of an item (the page's text, every link as a dict): built in the
+    parse process, pickled, read and made into an item by the fetch's process for each page,
+    they cost the fetch's process about as much as the fetch of a page does when nothing reads
+    them (docs/parse.md)."""
+    if settings.get("NUTCH_ITEM_PARSE_FIELDS") is not None:
+        return get_bool(settings, "NUTCH_ITEM_PARSE_FIELDS")
+    if settings.getdict("FEEDS") or get_bool(settings, "NUTCH_ITEM_CONTENT"):
+        return True
+    pipelines = settings.getwithbase("ITEM_PIPELINES")
+    orders = {_component_name(component): order for component, order in pipelines.items()}
+    parse_order = orders.get(_PARSE_PIPELINE)
+    if parse_order is None:
+        return True  # the parse pipeline is a subclass, or ordered by name elsewhere: keep all
+    return any(
+        order is not None and order > parse_order and name not in _OWN_PIPELINES
+        for name, order in orders.items()
+        if name != _PARSE_PIPELINE
+    )
+
+
+def _component_name(component: object) -> str:
+    """The import path of an item pipeline as ``ITEM_PIPELINES`` gives it (a path or a class);
+    ``""`` for anything else, which no name matches."""
+    if isinstance(component, str):
+        return component
+    if isinstance(component, type):
+        return f"{component.__module__}.{component.__qualname__}"
+    return ""
 
 
 class Outlinks(list[dict[str, str]]):

@@ -422,6 +422,11 @@ NUTCH_INDEXING_FILTERS = {
 # or Base64 for a content type that is not text.
 NUTCH_ITEM_CONTENT = False
 
+# (nutchy only) Whether the items of parsed pages carry title, text and outlinks: True, False, or
+# None to decide by what reads them (feed exports, NUTCH_ITEM_CONTENT, or an item pipeline of the
+# project after nutchy's parse pipeline; nutchy._pageparse.item_parse_fields).
+NUTCH_ITEM_PARSE_FIELDS = None
+
 # (nutchy only) Address the Prometheus metrics are served on (NUTCH_METRICS_PORT).
 NUTCH_METRICS_ADDRESS = "127.0.0.1"
 

@@ -17,12 +17,13 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
+from nutchy._pageparse import item_parse_fields
 from nutchy._parsework import ParseProcess
 from nutchy.addon import NutchAddon
 from nutchy.config import load_settings
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
-from nutchy.exceptions import StoreError
+from nutchy.exceptions import ConfigError, StoreError
 from nutchy.items import PageContentItem, PageItem
 from nutchy.pipelines import (
     PARSE_CHUNK,
@@ -42,6 +43,9 @@ def crawler(tmp_path, **settings):
         "ADDONS": {NutchAddon: 0},
         "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"),
         "NUTCH_FETCHER_PARSE_PROCESS": False,
+        # The tests read the items' title, text and outlinks, which nothing of these crawlers
+        # would (test_items_carry_the_parse_fields_when_something_reads_them).
+        "NUTCH_ITEM_PARSE_FIELDS": True,
         **settings,
     }
     return get_crawler(settings_dict=values)
@@ -343,6 +347,72 @@ def test_the_items_of_pages_by_parse_status(tmp_path):
     assert not {"title", "text", "outlinks", "content"} & set(image)
 
 
+class ReadsItems:
+    """An item pipeline of a project."""
+
+    def process_item(self, item):
+        return item
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, False),  # nutchy's pipelines alone, no feed
+        ({"FEEDS": {"pages.jsonl": {"format": "jsonlines"}}}, True),
+        ({"ITEM_PIPELINES": {ReadsItems: 300}}, True),
+        ({"ITEM_PIPELINES": {"tests.test_pipelines.ReadsItems": 300}}, True),
+        ({"ITEM_PIPELINES": {ReadsItems: 50}}, False),  # before the parse: sees FetchedPage
+        ({"ITEM_PIPELINES": {ReadsItems: None}}, False),  # turned off
+        ({"NUTCH_FETCHER_INDEX": True}, False),  # nutchy's index pipeline reads the table
+        ({"NUTCH_ITEM_CONTENT": True}, True),
+        ({"NUTCH_ITEM_PARSE_FIELDS": False, "ITEM_PIPELINES": {ReadsItems: 300}}, False),
+        ({"NUTCH_ITEM_PARSE_FIELDS": "true"}, True),
+    ],
+)
+def test_items_carry_the_parse_fields_when_something_reads_them(tmp_path, settings, expected):
+    values = {"ADDONS": {NutchAddon: 0}, "NUTCH_CRAWL_DIR": str(tmp_path / "crawl"), **settings}
+    assert item_parse_fields(get_crawler(settings_dict=values).settings) is expected
+
+
+def test_a_bad_item_parse_fields_value_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="NUTCH_ITEM_PARSE_FIELDS must be a boolean"):
+        build_from_crawler(NutchParsePipeline, crawler(tmp_path, NUTCH_ITEM_PARSE_FIELDS="maybe"))
+
+
+@pytest.mark.parametrize("in_process", [False, True])
+def test_items_without_the_parse_fields_write_the_same_rows(tmp_path, in_process):
+    """Left out of the items, the title, text and outlinks are still written: the same pages
+    give the same cells, and the same items but for those three fields."""
+    results = []
+    for parse_fields in (True, False):
+        c = crawler(
+            tmp_path,
+            NUTCH_CRAWL_DIR=str(tmp_path / str(parse_fields)),
+            NUTCH_FETCHER_PARSE_PROCESS=in_process,
+            NUTCH_ITEM_PARSE_FIELDS=parse_fields,
+        )
+        c.stats.open_spider()
+        pipeline = build_from_crawler(NutchParsePipeline, c)
+        try:
+            pipeline.table.create()
+            pipeline.table.put(WebPage(reverse_url(PAGES[0][0]), score=1.5), ["score"])
+            items = pipeline._process([fetched(url, body) for url, body in PAGES], write=True)
+            if pipeline.process is not None:
+                pipeline.process.close()
+            rows = dict(pipeline.table.store.scan())
+        finally:
+            pipeline.table.close()
+        results.append((rows, [dict(item) for item in items]))
+    (rows, items), (rows_light, items_light) = results
+    assert len(rows) == len(PAGES) and rows_light == rows
+    parse_fields = {"title", "text", "outlinks"}
+    assert items[0]["title"] == "A" and items[3]["outlinks"]  # the meta refresh's target
+    assert items_light == [
+        {k: v for k, v in item.items() if k not in parse_fields} for item in items
+    ]
+    assert items_light[0]["score"] == 1.5 and items_light[0]["signature"]
+
+
 def test_the_content_only_with_its_setting(tmp_path):
     c = crawler(tmp_path, NUTCH_ITEM_CONTENT=True)
     c.stats.open_spider()
@@ -398,9 +468,7 @@ def test_the_parse_process_gets_the_next_pages_before_it_answers(tmp_path):
     c.stats.open_spider()
     held = _HeldParse()
     parser = build_from_crawler(NutchParsePipeline, c).parser
-    pipeline = NutchParsePipeline(
-        parser, stats=c.stats, start_process=lambda: held, start_now=True
-    )
+    pipeline = NutchParsePipeline(parser, stats=c.stats, start_process=lambda: held, start_now=True)
     urls = [f"http://a.example/{i}" for i in range(5)]
 
     async def crawl():
