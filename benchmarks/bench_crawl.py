@@ -426,12 +426,14 @@ def crawl_floor(
     """The least a re-crawl costs in Scrapy: a plain ``Spider`` asks for every page of the site
     once, with ``If-Modified-Since``, and drops the 304 it gets; no link extraction, no
     persistence, and only the Scrapy components and settings the ``nutch`` spider keeps (its
-    ``SPIDER_DEFAULTS``, without its ``UNUSED_MIDDLEWARES``). Without *conditional*, the same
-    spider downloads every page (200s) and drops it: what a first crawl costs Scrapy with no
-    parse, no link extraction and no table, the most pages/s any crawler in Scrapy reaches."""
+    ``SPIDER_DEFAULTS``, without its ``UNUSED_MIDDLEWARES`` and ``UNUSED_EXTENSIONS``). Without
+    *conditional*, the same spider downloads every page (200s) and drops it: what a first crawl
+    costs Scrapy with no parse, no link extraction and no table, the most pages/s any crawler in
+    Scrapy reaches."""
     from scrapy import Request, Spider
+    from scrapy.settings.default_settings import EXTENSIONS_BASE
 
-    from nutchy.spiders import SPIDER_DEFAULTS, UNUSED_MIDDLEWARES
+    from nutchy.spiders import SPIDER_DEFAULTS, UNUSED_EXTENSIONS, UNUSED_MIDDLEWARES
 
     urls = Path(urls_file).read_text().split()  # every page of the site
     since = email.utils.formatdate(LAST_MODIFIED, usegmt=True)
@@ -447,7 +449,12 @@ def crawl_floor(
         def parse(self, response: Any) -> None:
             self.crawler.stats.inc_value(f"floor/{response.status}")  # DOWNLOADER_STATS is off
 
-    left_out = {setting: dict.fromkeys(paths) for setting, paths in UNUSED_MIDDLEWARES.items()}
+    left_out: dict[str, Any] = {
+        setting: dict.fromkeys(paths) for setting, paths in UNUSED_MIDDLEWARES.items()
+    }
+    left_out["EXTENSIONS_BASE"] = {
+        path: order for path, order in EXTENSIONS_BASE.items() if path not in UNUSED_EXTENSIONS
+    }
     stats = _run_spider(FloorSpider, concurrency, per_host, **SPIDER_DEFAULTS, **left_out)
     return {"pages": stats.get("floor/304" if conditional else "floor/200", 0)}
 

@@ -47,7 +47,13 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-__all__ = ["SPIDER_ARGUMENTS", "SPIDER_DEFAULTS", "UNUSED_MIDDLEWARES", "NutchSpider"]
+__all__ = [
+    "SPIDER_ARGUMENTS",
+    "SPIDER_DEFAULTS",
+    "UNUSED_EXTENSIONS",
+    "UNUSED_MIDDLEWARES",
+    "NutchSpider",
+]
 
 #: Scrapy settings the ``nutch`` spider changes, unless the project or the command line sets them.
 SPIDER_DEFAULTS: dict[str, object] = {
@@ -85,6 +91,14 @@ UNUSED_MIDDLEWARES: dict[str, tuple[str, ...]] = {
         "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware",
     ),
 }
+
+#: Scrapy extensions the ``nutch`` spider takes out of ``EXTENSIONS_BASE``, so that they are not
+#: even imported unless the project lists them in ``EXTENSIONS`` (with an order): RemoteControl,
+#: an HTTP server that runs Python code sent to it (for Scrapy's MCP server). Its module imports
+#: aiohttp, which costs a Scrapy process 0.15-0.2 s of CPU at its start whether the extension is
+#: enabled or not (an entry of ``EXTENSIONS`` set to None is imported all the same, by Scrapy's
+#: settings), and enabled it starts a server and writes a job file on every crawl.
+UNUSED_EXTENSIONS: tuple[str, ...] = ("scrapy.extensions.remote_control.RemoteControl",)
 
 
 class NutchSpider(Spider):
@@ -160,6 +174,14 @@ class NutchSpider(Spider):
                 # (at which getwithbase() reads that setting), so that None turns its entry off.
                 priority = max(settings.getpriority(setting) or 0, SETTINGS_PRIORITIES["spider"])
                 settings.set(setting, {**components, **off}, priority)
+        base = settings.getdict("EXTENSIONS_BASE")
+        kept = {path: order for path, order in base.items() if path not in UNUSED_EXTENSIONS}
+        if len(kept) < len(base):
+            # An entry of EXTENSIONS, the project's, still turns one on (getwithbase).
+            priority = max(
+                settings.getpriority("EXTENSIONS_BASE") or 0, SETTINGS_PRIORITIES["spider"]
+            )
+            settings.set("EXTENSIONS_BASE", kept, priority)
 
     async def start(self) -> AsyncIterator[Any]:
         """No start requests: the scheduler streams the batch from the table."""

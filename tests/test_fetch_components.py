@@ -3,6 +3,9 @@ middleware's outcomes for hand-made requests and responses."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from scrapy import Request
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
@@ -120,6 +123,36 @@ def test_the_spider_leaves_out_components_it_does_not_need_unless_the_project_li
     assert RetryMiddleware in map(load, downloader) and OffsiteMiddleware not in downloader
     assert list(map(load, spider)) == [StartSpiderMiddleware, RefererMiddleware, DepthMiddleware]
     assert settings.getbool("COOKIES_ENABLED")
+
+
+def test_the_spider_leaves_out_scrapys_remote_control_without_importing_it():
+    # In a process of its own: whether the module was imported is the point, and this process
+    # may have imported it already.
+    code = """
+import sys
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
+from scrapy.utils.test import get_crawler
+from nutchy.spiders import NutchSpider
+
+PATH = "scrapy.extensions.remote_control.RemoteControl"
+crawler = get_crawler(NutchSpider, {"ADDONS": {"nutchy.NutchAddon": 0}})
+crawler._apply_settings()
+extensions = build_component_list(crawler.settings.getwithbase("EXTENSIONS"))
+assert not [e for e in extensions if "remote_control" in str(e)], extensions
+assert "scrapy.extensions.remote_control" not in sys.modules
+assert "scrapy.extensions.corestats.CoreStats" in extensions
+project = {"ADDONS": {"nutchy.NutchAddon": 0}, "EXTENSIONS": {PATH: 10}}
+crawler = get_crawler(NutchSpider, project)
+crawler._apply_settings()
+extensions = build_component_list(crawler.settings.getwithbase("EXTENSIONS"))
+assert load_object(PATH) in [load_object(e) for e in extensions], extensions
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 def load(component: object) -> object:
