@@ -3,6 +3,7 @@ that change nothing, and two crawls updating the same rows."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -147,6 +148,53 @@ def test_updatedb_logs_its_progress_reading_then_writing(table, caplog):
         "updatedb: rows written: 1 rows (12%), R",
         "updatedb: rows written: 8 rows (100%), R",
     ]
+
+
+def test_updatedb_runs_with_the_cyclic_collector_off_and_turns_it_back(table):
+    fetched(table, "http://a.example.com/", PAGE)
+    fetched(table, "http://x.example.com/", PAGE)
+    run_parse(table)
+    seen = []
+
+    def progress(label, **kwargs):
+        seen.append(gc.isenabled())  # once reading the batch, once writing the rows
+        return Progress(label, enabled=False, **kwargs)
+
+    assert gc.isenabled()
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    counts = updatedb(table, BATCH, now=NOW + 1000, config=config, progress=progress)
+    assert (counts.batch_pages, seen, gc.isenabled()) == (2, [False, False], True)
+    # off before, off after
+    fetched(table, "http://b.example.com/", PAGE, batch="b2")
+    gc.disable()
+    try:
+        updatedb(table, "b2", now=NOW + 2000, config=config)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_updatedb_leaves_no_reference_cycles(tmp_path):
+    from nutchy.store.embedded import EmbeddedStore
+
+    store = EmbeddedStore(tmp_path / "webpage.sqlite")
+    store.create()
+    table = WebTable(store, read_limit=3, write_limit=2)
+    try:
+        for name in "abcd":
+            fetched(table, f"http://{name}.example.com/", PAGE)
+        fetched(table, "http://n.example.com/", b"", status=CrawlStatus.NOTMODIFIED)
+        run_parse(table)
+        gc.collect()
+        gc.disable()
+        try:
+            assert run_update(table).batch_pages == 5
+            # what the collector would have found, had it run: nothing
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+    finally:
+        store.close()
 
 
 def test_rerun_changes_nothing(table):
