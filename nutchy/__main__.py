@@ -1,8 +1,6 @@
 """``python -m nutchy``: the ``nutchy`` command."""
 
-import sys
-
-from nutchy.cli import main
+from nutchy.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -329,3 +329,27 @@ def test_fetch_runs_the_nutch_spider_on_a_batch(crawl):
         [*command, "readdb", "-url", url, *where], check=True, capture_output=True, text=True
     )
     assert "status:\t2 (status_fetched)" in dumped.stdout
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["--help"], 0), (["nosuch"], 2)])
+def test_the_program_exits_with_mains_code_its_objects_frozen_first(argv, code):
+    program = textwrap.dedent(
+        f"""
+        import gc, sys
+        from nutchy.cli import run
+        sys.argv = ["nutchy", *{argv!r}]
+        try:
+            run()
+        except SystemExit as exc:
+            print("exit", exc.code, "frozen", gc.get_freeze_count() > 0, file=sys.stderr)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stderr.splitlines()[-1] == f"exit {code} frozen True"
+    # python -m nutchy is the same program
+    done = subprocess.run(
+        [sys.executable, "-m", "nutchy", *argv], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == code
