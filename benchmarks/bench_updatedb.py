@@ -15,7 +15,8 @@ Then, for each snapshot, a child process of its own copies it, opens it, and run
 crawl`` runs between that fetch and the next: :func:`nutchy.jobs.updatedb.updatedb` (for the
 re-crawl also with :func:`~nutchy.jobs.updatedb.read_ahead` first, as the crawl reads during the
 fetch; its time is shown apart, as it runs beside the fetch), then
-:func:`nutchy.jobs.generate.generate` of the next batch. It prints the wall and CPU seconds of
+:func:`nutchy.jobs.generate.generate` of the next batch (for the last round of the first crawl
+also ``-adddays 31``, the re-crawl's generate, which selects every row again). It prints the wall and CPU seconds of
 each, the child's RSS once the table is open and its peak (``VmHWM``), and a digest of every cell
 of the table after updatedb and after generate (fixed times and batch ids): two checkouts that
 write the same bytes print the same digests. Each is the median of ``--repeat`` runs.
@@ -102,8 +103,12 @@ def measure(snapshot: str, work: str, batch_id: str, now: str, ahead: str) -> di
         result["from_ahead"] = counts.read_ahead
         result["digest_updatedb"] = _digest(table)
         options = GenerateOptions.from_settings(settings, top_n=None, num_fetchers=1)
+        # adddays: the re-crawl's generate (-adddays 31), which selects every row again
+        add_days = 31 if ahead == "adddays" else 0
         wall, cpu = time.perf_counter(), time.process_time()
-        generated = generate(table, options, now=when + 1000, batch_id=NEXT_BATCH)
+        generated = generate(
+            table, options, now=when + 1000, batch_id=NEXT_BATCH, add_days=add_days
+        )
         result["generate_s"] = time.perf_counter() - wall
         result["generate_cpu"] = time.process_time() - cpu
         result["selected"] = generated.selected
@@ -207,6 +212,11 @@ def make_snapshots(data: Path, hosts: int, pages: int) -> list[dict[str, Any]]:
     return snapshots
 
 
+def _number(name: str) -> int:
+    """The round of a snapshot's name (``round-4``: 4)."""
+    return int(name.rpartition("-")[2])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=2000)
@@ -246,8 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     env = {**os.environ}
     work = str(data / "work")
+    last_round = max(
+        (s["name"] for s in snapshots if s["name"] != "recrawl"), default=None, key=_number
+    )
     for snap in snapshots:
         modes = ["plain", "ahead"] if snap["name"] == "recrawl" else ["plain"]
+        if snap["name"] == last_round:
+            modes.append("adddays")
         for mode in modes:
             runs = []
             for _ in range(args.repeat):
@@ -279,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             label = snap["name"] + (
                 f", {runs[0]['from_ahead']} read ahead" if mode == "ahead" else ""
             )
+            if mode == "adddays":
+                label += f", then generate -adddays 31 ({runs[0]['selected']} selected)"
             print(
                 f"| {label} | {runs[0]['pages']} | {runs[0]['outlinks']} | {runs[0]['rows']}"
                 f" | {runs[0]['new']} | {ahead}"
