@@ -68,6 +68,9 @@ META_QUEUE: Final = "nutch_queue"
 META_OUTCOME: Final = "nutch_outcome"
 #: Response meta: when the response's outcome was recorded, in ms since the epoch (its ``f:ts``).
 META_FETCH_TIME: Final = "nutch_fetch_time"
+#: Response meta: the scheduler's outcome writer and the entry, for a page fetched with success
+#: whose outcome waits in its buffer (the parse pipeline may take it: :mod:`nutchy.outcomes`).
+META_HANDOVER: Final = "_nutch_handover"
 #: Request meta: the URLs fetched so far in this redirect chain (followed redirects only).
 META_CHAIN: Final = "nutch_redirects"
 #: Request meta: the row of a followed redirect's target did not exist before this fetch.

@@ -85,6 +85,9 @@ class FetchedPage:
     http_status: int = 200
     #: When the answer came, in ms since the epoch (the row's ``f:ts``).
     fetch_time: int = 0
+    #: The fetch's outcome (its row update), when the parser is to write it with the parse
+    #: (:mod:`nutchy.outcomes`); left out of its repr.
+    outcome: RowUpdate | None = field(default=None, repr=False)
 
 
 class PageParser:
@@ -123,8 +126,14 @@ class PageParser:
         self.stats: dict[str, int] = {}
         #: the first store error not reported yet
         self.error: str | None = None
-        #: The parses not written yet.
+        #: The parses not written yet, and the fetch outcomes given with their pages.
         self._updates: list[RowUpdate] = []
+        #: the keys of the rows whose outcome is among them
+        self._outcomes: list[str] = []
+        #: the keys of the rows whose outcome was written, and of those whose write failed,
+        #: since the caller last took them
+        self.outcomes_written: list[str] = []
+        self.outcomes_failed: list[str] = []
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, table: WebTable | None = None) -> Self:
@@ -154,13 +163,24 @@ class PageParser:
         error, self.error = self.error, None
         return stats, error
 
+    def take_outcomes(self) -> tuple[list[str], list[str]]:
+        """The keys of the rows whose fetch outcome was written, and of those whose outcome
+        could not be, since the last call."""
+        written, self.outcomes_written = self.outcomes_written, []
+        failed, self.outcomes_failed = self.outcomes_failed, []
+        return written, failed
+
     def process(self, pages: Sequence[FetchedPage], write: bool) -> list[dict[str, Any]]:
         """Parse *pages* and return their items' fields (those of a
         :class:`~nutchy.items.PageItem`, and of a :class:`~nutchy.items.PageContentItem` with
         *item_content*), in the order the item sets them; write the parses held when *write* or when
-        there are *flush_size*. When the rows cannot be read, the pages still give their items
-        (without score), but their parses are not written: ``nutchy parse ID -resume`` parses
-        those whose fetch was written, the others are fetched again."""
+        there are *flush_size* updates held. When the rows cannot be read, the pages still give
+        their items (without score), but their parses are not written: ``nutchy parse ID -resume``
+        parses those whose fetch was written, the others are fetched again.
+
+        The fetch outcome a page brings (:attr:`FetchedPage.outcome`) is held before its parse,
+        whatever the parse does, and written in the same write (one update of the row: the
+        store merges them, the outcome first); :meth:`take_outcomes` says which were written."""
         stored: dict[str, WebPage] = {}
         readable = True
         if pages:
@@ -171,6 +191,10 @@ class PageParser:
             except StoreError as exc:
                 self._not_written(len(pages), exc)
                 readable = False
+        for page in pages:
+            if page.outcome is not None:
+                self._updates.append(page.outcome)
+                self._outcomes.append(page.key)
         items = [self._parse(page, stored.get(page.key), keep=readable) for page in pages]
         if self._updates and (write or len(self._updates) >= self.flush_size):
             updates, self._updates = self._updates, []
@@ -239,13 +263,21 @@ class PageParser:
         return item
 
     def _write(self, updates: list[RowUpdate]) -> None:
+        # The outcomes' own count is the fetch's (nutchy.outcomes): those not written go back to
+        # it, which writes them, or counts them as not written.
+        outcomes, self._outcomes = self._outcomes, []
+        parses = len(updates) - len(outcomes)
         try:
             self.table.write(updates)
         except StoreError as exc:
-            self._not_written(len(updates), exc)
+            self.outcomes_failed += outcomes
+            self._not_written(parses, exc)
         except Exception:
-            self.count("nutch/store/put_error", len(updates))
-            logger.exception("Could not write the parse of %(n)d pages", {"n": len(updates)})
+            self.outcomes_failed += outcomes
+            self.count("nutch/store/put_error", parses)
+            logger.exception("Could not write the parse of %(n)d pages", {"n": parses})
+        else:
+            self.outcomes_written += outcomes
 
     def _not_written(self, count: int, exc: StoreError) -> None:
         """The parse of *count* pages was not written because of *exc*: counted, and kept."""

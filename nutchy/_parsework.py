@@ -21,12 +21,13 @@ not written, as they would not be in a thread: ``nutchy parse ID -resume`` parse
 
 Messages are pickles, one after the other, on the child's standard input and output: first
 ``(open_table, options)``, then ``("parse", pages, write)`` answered by ``("ok", fields, stats,
-error)`` (or ``("failed", text)``), and ``("close",)``, answered once the table is closed.
+error, outcomes)`` (or ``("failed", text)``), and ``("close",)``, answered once the table is closed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import pickle
@@ -96,15 +97,16 @@ class ParseProcess:
 
     def parse(
         self, pages: Sequence[FetchedPage], write: bool
-    ) -> tuple[list[dict[str, Any]], dict[str, int], str | None]:
+    ) -> tuple[list[dict[str, Any]], dict[str, int], str | None, tuple[list[str], list[str]]]:
         """Parse *pages* (and write what is held when *write*) in the process: their items'
-        fields, the stats counted and the store error met (see
-        :meth:`~nutchy._pageparse.PageParser.take`)."""
+        fields, the stats counted, the store error met (see
+        :meth:`~nutchy._pageparse.PageParser.take`) and the keys of the rows whose fetch
+        outcome was written or could not be (:meth:`~nutchy._pageparse.PageParser.take_outcomes`)."""
         from nutchy._pageparse import FetchedPage
 
         # The pages as the parser's own class: a subclass (the spider's item) would pickle
-        # as a class of a module that imports Scrapy.
-        plain = [p if type(p) is FetchedPage else FetchedPage(**vars(p)) for p in pages]
+        # as a class of a module that imports Scrapy, with what it holds of this process.
+        plain = [p if type(p) is FetchedPage else _plain(p) for p in pages]
         with self._sending:
             self._send(("parse", plain, write))
             # The answers come in the order of the calls: this one's is read after those of
@@ -116,8 +118,8 @@ class ParseProcess:
             self._receiving.release()
         if answer[0] != "ok":
             raise RuntimeError(f"the parse process failed: {answer[1]}")
-        _, items, stats, error = answer
-        return items, stats, error
+        _, items, stats, error, outcomes = answer
+        return items, stats, error, outcomes
 
     def close(self) -> None:
         """Have the process close the table and end; wait for it."""
@@ -142,7 +144,8 @@ class ParseProcess:
         self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(OSError):  # a pipe to a process gone: nothing to flush
+                    pipe.close()
 
     def _send(self, message: object) -> None:
         assert self.process.stdin is not None
@@ -156,6 +159,12 @@ class ParseProcess:
         except EOFError:
             code = self.process.wait()
             raise RuntimeError(f"the parse process ended with exit code {code}") from None
+
+
+def _plain(page: FetchedPage) -> FetchedPage:
+    from nutchy._pageparse import FetchedPage
+
+    return FetchedPage(**{f.name: getattr(page, f.name) for f in dataclasses.fields(FetchedPage)})
 
 
 class _Unreachable:
@@ -209,7 +218,7 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
                 logging.getLogger(__name__).exception("Cannot parse %d pages", len(pages))
                 answer: tuple[Any, ...] = ("failed", f"{type(exc).__name__}: {exc}")
             else:
-                answer = ("ok", items, *parser.take())
+                answer = ("ok", items, *parser.take(), parser.take_outcomes())
                 if write:  # the end of a batch, or of a fetch
                     release_memory()
             pickle.dump(answer, sink, protocol=pickle.HIGHEST_PROTOCOL)

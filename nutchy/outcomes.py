@@ -7,6 +7,22 @@ requests while twice the flush size waits (:meth:`OutcomeWriter.backlogged`), so
 any moment loses at most ``2 * NUTCH_FETCHER_FLUSH_SIZE + CONCURRENT_REQUESTS`` outcomes (those
 received but unwritten, and those in flight); their rows keep no fetch mark and
 ``-a resume=true`` fetches them again.
+
+The outcome of a page fetched with success that the parse pipeline hands to the parse process
+(:mod:`nutchy._parsework`) is written there, in the same write as the page's parse columns,
+rather than here: the pipeline takes it out of the buffer (:meth:`OutcomeWriter.claim`), while it
+is not being written yet, and sends it with the page. It still counts as waiting to be written
+(:attr:`~OutcomeWriter.pending`; not counted written, nor acknowledged to a worker's frontier)
+until the parse process says it wrote it (:meth:`OutcomeWriter.confirm`); one it could not
+write, or that a parse that failed or a parse process that died leaves unconfirmed, comes back
+here and is written by this writer (:meth:`OutcomeWriter.give_back`), as if it had never left.
+The outcomes claimed do not hold the fetch back (:meth:`OutcomeWriter.backlogged`): what the parse
+pipeline holds is bounded by its own buffer (fewer than ``NUTCH_FETCHER_FLUSH_SIZE`` held in the
+parse process) and by Scrapy's, which takes no new response while
+``SCRAPER_SLOT_MAX_ACTIVE_SIZE`` bytes of them wait for the pipelines. Counting them held the
+fetch back some 8% of a crawl's time on the 20-host site of ``benchmarks/bench_crawl.py``. A
+crawl killed at any moment thus loses at most ``2 * NUTCH_FETCHER_FLUSH_SIZE +
+CONCURRENT_REQUESTS`` outcomes of its own, and those the parse pipeline held.
 """
 
 from __future__ import annotations
@@ -60,8 +76,12 @@ class OutcomeWriter:
         self.stats = stats
         self._written_cb = written
         self._failed_cb = failed
-        self._updates: list[RowUpdate] = []
-        self._entries: list[FetchEntry] = []
+        #: the outcomes buffered, by the id of their entry
+        self._buffer: dict[int, tuple[RowUpdate, FetchEntry]] = {}
+        #: the outcomes claimed (written by the parse process), by the key of their row, and
+        #: what has the parse process write what it holds (see :meth:`claim`)
+        self._claimed: dict[str, tuple[RowUpdate, FetchEntry]] = {}
+        self._write_claimed: Callable[[], object] | None = None
         #: how many updates the write under way carries (0: none under way)
         self._flushing = 0
         self._flush_done: Deferred[None] | None = None
@@ -73,7 +93,7 @@ class OutcomeWriter:
 
     def start(self) -> None:
         """Write at least every ``flush_interval`` seconds from now on."""
-        loop = create_looping_call(self.flush)
+        loop = create_looping_call(self._tick)
         loop.start(self.flush_interval, now=False)
         self._loop = loop
 
@@ -86,28 +106,69 @@ class OutcomeWriter:
     @property
     def pending(self) -> int:
         """Outcomes received and not written yet (buffered or being written)."""
-        return len(self._updates) + self._flushing
+        return len(self._buffer) + self._flushing + len(self._claimed)
 
     def add(self, update: RowUpdate, entry: FetchEntry) -> None:
         """Buffer *update*, the outcome of *entry*; a full buffer is written."""
-        self._updates.append(update)
-        self._entries.append(entry)
-        if len(self._updates) >= self.flush_size:
+        self._buffer[id(entry)] = (update, entry)
+        if len(self._buffer) >= self.flush_size:
             self.flush()
 
+    def claim(
+        self, entry: FetchEntry, write: Callable[[], object] | None = None
+    ) -> RowUpdate | None:
+        """Take the outcome of *entry* out of the buffer, for the parse process to write it:
+        ``None`` when it is not buffered (being written already, or never added). *write* has
+        the parse process write what it holds: it is called every ``flush_interval`` while
+        outcomes claimed wait, so that they are written at least as often as the others (a
+        worker's frontier waits for them: :meth:`nutchy.frontier.Frontier.written`)."""
+        if write is not None:
+            self._write_claimed = write
+        held = self._buffer.pop(id(entry), None)
+        if held is None or held[1].key in self._claimed:
+            if held is not None:
+                self._buffer[id(entry)] = held
+            return None
+        self._claimed[entry.key] = held
+        return held[0]
+
+    def confirm(self, keys: Sequence[str]) -> None:
+        """The outcomes claimed of the rows *keys* are written."""
+        entries = [held[1] for key in keys if (held := self._claimed.pop(key, None)) is not None]
+        if entries:
+            self._count_written(entries)
+
+    def give_back(self, keys: Sequence[str] | None = None) -> None:
+        """The outcomes claimed of the rows *keys* (``None``: every one) were not written by
+        the parse process: buffer them again, and write them now."""
+        for key in list(self._claimed) if keys is None else keys:
+            held = self._claimed.pop(key, None)
+            if held is not None:
+                self._buffer[id(held[1])] = held
+        self.flush()
+
     def backlogged(self) -> bool:
-        """Whether twice the flush size waits to be written: take no more URLs meanwhile."""
-        return self.pending >= 2 * self.flush_size
+        """Whether twice the flush size waits to be written here: take no more URLs meanwhile
+        (the outcomes claimed are not counted: see the module docstring)."""
+        return len(self._buffer) + self._flushing >= 2 * self.flush_size
+
+    def _tick(self) -> None:
+        self.flush()
+        if self._claimed and self._write_claimed is not None:
+            self._write_claimed()
 
     def flush(self) -> None:
         """Write what is buffered, in a thread, unless a write is under way."""
-        if self._flushing or not self._updates:
+        if self._flushing or not self._buffer:
             return
-        updates, self._updates = self._updates, []
-        entries, self._entries = self._entries, []
+        updates, entries = self._take()
         self._flushing = len(updates)
         d = deferred_from_coro(run_in_thread(self._timed_write, updates))
         d.addCallbacks(self._flushed, self._flush_failed, callbackArgs=(entries,))
+
+    def _take(self) -> tuple[list[RowUpdate], list[FetchEntry]]:
+        held, self._buffer = self._buffer, {}
+        return [update for update, _ in held.values()], [entry for _, entry in held.values()]
 
     def _timed_write(self, updates: list[RowUpdate]) -> float:
         started = time.monotonic()
@@ -147,20 +208,20 @@ class OutcomeWriter:
 
     def _after_flush(self) -> None:
         done, self._flush_done = self._flush_done, None
-        if len(self._updates) >= self.flush_size:
+        if len(self._buffer) >= self.flush_size:
             self.flush()
         if done is not None:
             done.callback(None)
 
     async def drain(self) -> None:
         """Wait for the write under way, then write what is left (a failure is logged and
-        counted; it does not raise)."""
+        counted; it does not raise). The outcomes claimed are left to the parse process, which
+        writes them when the batch has been fetched (:data:`~nutchy._fetch.batch_fetched`)."""
         while self._flushing:
             self._flush_done = done = self._flush_done or _new_deferred()
             await maybe_deferred_to_future(done)
-        if self._updates:
-            updates, self._updates = self._updates, []
-            entries, self._entries = self._entries, []
+        if self._buffer:
+            updates, entries = self._take()
             try:
                 await run_in_thread(self._write, updates)
             except StoreError as exc:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from nutchy._parsework import ParseProcess
+    from nutchy.core.fetch import FetchEntry
+    from nutchy.outcomes import OutcomeWriter
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +67,11 @@ class FetchedPage(_pageparse.FetchedPage):
     100) see this; its *content* is bytes and is left out of its repr. Its fields are those of
     :class:`nutchy._pageparse.FetchedPage`, which the parse process takes (that module imports
     no Scrapy)."""
+
+    #: The fetch's outcome writer and the page's entry, through which the parse pipeline takes
+    #: the page's outcome for the parse process to write (:meth:`OutcomeWriter.claim`); not a
+    #: field, never sent to the parse process.
+    handover: tuple[OutcomeWriter, FetchEntry] | None = None
 
 
 class NutchParsePipeline:
@@ -109,6 +116,10 @@ class NutchParsePipeline:
         self._working = 0
         self._counting = threading.Lock()
         self._store_error_logged = False
+        #: the fetch's outcome writer, once a page's outcome was taken from it, and what the
+        #: parse process said of the outcomes it got (rows written, rows not), not told it yet
+        self._outcomes: OutcomeWriter | None = None
+        self._outcome_answers: list[tuple[list[str], list[str]]] = []
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -135,16 +146,37 @@ class NutchParsePipeline:
         return pipeline
 
     async def batch_fetched(self, batch_id: str, complete: bool) -> None:
-        """The batch's last page has come: write what is still held."""
+        """The batch's last page has come: write what is still held (and the fetch outcomes the
+        parse process could not write, before the batch's updatedb)."""
         await self._flush()
+        if self._outcomes is not None:
+            await self._outcomes.drain()
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
             return item
+        self._take_outcome(item)
         parsed: Deferred[PageItem] = Deferred()
         self._waiting.append((item, parsed))
         self._work()
         return await maybe_deferred_to_future(parsed)
+
+    def _take_outcome(self, page: FetchedPage) -> None:
+        """Have the parse process write *page*'s fetch outcome with its parse, when the outcome
+        still waits in the fetch's buffer (:mod:`nutchy.outcomes`)."""
+        if page.handover is None or self.start_process is None or page.outcome is not None:
+            return
+        writer, entry = page.handover
+        page.outcome = writer.claim(entry, self._write_outcomes)
+        if page.outcome is not None:
+            self._outcomes = writer
+
+    def _write_outcomes(self) -> None:
+        """Have the parse process write what it holds, unless a write is asked already (the
+        fetch's outcome writer calls this while outcomes it gave wait: :meth:`OutcomeWriter.claim`).
+        A failure is the parse's, and its outcomes come back to the fetch (:meth:`_parse`)."""
+        if not self._flushes:
+            deferred_from_coro(self._flush()).addErrback(lambda _: None)
 
     async def close_spider(self) -> None:
         await self._flush()
@@ -182,12 +214,15 @@ class NutchParsePipeline:
                 items = await run_in_thread(self._process, pages, bool(flushes))
             except Exception as exc:  # noqa: BLE001 - each waiter gets it and raises it
                 # A bug, not the store (whose errors the parser counts): each item fails with
-                # it, and Scrapy logs it.
+                # it, and Scrapy logs it. The fetch writes the outcomes the parse process has
+                # not said it wrote (it may be gone).
+                self._settle_outcomes(failed=True)
                 for _, parsed in waiting:
                     parsed.errback(exc)
                 for flushed in flushes:
                     flushed.errback(exc)
                 return
+            self._settle_outcomes()
             for (_, parsed), item in zip(waiting, items, strict=True):
                 parsed.callback(item)
             for flushed in flushes:
@@ -210,8 +245,9 @@ class NutchParsePipeline:
         the parse process or here (in a thread); count what was done."""
         if self.process is None and self.start_process is not None and pages:
             self.process = self.start_process()
+        outcomes = None
         if self.process is not None:
-            fields, stats, error = self.process.parse(pages, write)
+            fields, stats, error, outcomes = self.process.parse(pages, write)
         else:
             fields = self.parser.process(pages, write)
             stats, error = self.parser.take()
@@ -219,7 +255,25 @@ class NutchParsePipeline:
         items = [kind(values) for values in fields]
         with self._counting:  # two parses may end at once, each in a thread
             self._count(stats, error)
+            if outcomes is not None and (outcomes[0] or outcomes[1]):
+                self._outcome_answers.append(outcomes)
         return items
+
+    def _settle_outcomes(self, *, failed: bool = False) -> None:
+        """Tell the fetch's outcome writer (on the reactor) which of the outcomes the parse
+        process got it wrote, and give it back the others (every one not written yet when
+        *failed*: a parse failed, and the process may be gone)."""
+        writer = self._outcomes
+        if writer is None:
+            return
+        with self._counting:
+            answers, self._outcome_answers = self._outcome_answers, []
+        for written, not_written in answers:
+            writer.confirm(written)
+            if not_written:
+                writer.give_back(not_written)
+        if failed:
+            writer.give_back()
 
     def _count(self, stats: dict[str, int], error: str | None) -> None:
         """Count *stats*, and say the first store error."""

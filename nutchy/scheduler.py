@@ -80,6 +80,7 @@ from nutchy._fetch import (
     META_ENTRY,
     META_EXPIRED,
     META_FOLLOW,
+    META_HANDOVER,
     META_NEW_ROW,
     META_QUEUE,
     FetchJob,
@@ -95,7 +96,7 @@ from nutchy.core.fetch import (
     exception_status,
     fetch_change,
 )
-from nutchy.core.status import ProtocolStatusCode
+from nutchy.core.status import CrawlStatus, ProtocolStatusCode
 from nutchy.exceptions import ConfigError, FrontierUnavailable, StoreError, TableMissing
 from nutchy.frontier import FETCH_COLUMNS, LocalFrontier
 from nutchy.jobs import _settings
@@ -739,6 +740,9 @@ class NutchScheduler:
                 self._frontier.idle(queue.id, max(queue.ready_at, queue.blocked_until) - now)
         if outcome is not None and update is not None and entry is not None:
             self._record(entry, outcome, update)
+            if outcome.crawl_status == CrawlStatus.FETCHED:
+                # the parse pipeline may have the parse process write it (nutchy.outcomes)
+                request.meta[META_HANDOVER] = (self._writer, entry)
             if not self._released and not self._queued and self._writer is not None:
                 # Nothing in flight, nothing to release: what waits is the end of a batch (or
                 # of what this worker holds of it), written now rather than at the next tick.
@@ -1264,6 +1268,8 @@ class NutchScheduler:
         if self._phase == "wrapping" and self._wrap_up_call is not None:
             # Closed while a batch was being wrapped up (a shutdown): let it finish its writes.
             await maybe_deferred_to_future(self._wrap_up_call)
+        # The outcomes the parse process has not said it wrote (its pipeline closed before this)
+        self._writer.give_back()
         await self._writer.drain()
         visits = self._write_visits()
         if visits is not None:

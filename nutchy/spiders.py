@@ -34,7 +34,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
 from nutchy._checks import refuse_to_start
-from nutchy._fetch import META_ENTRY, META_FETCH_TIME, META_OUTCOME, FetchJob
+from nutchy._fetch import META_ENTRY, META_FETCH_TIME, META_HANDOVER, META_OUTCOME, FetchJob
 from nutchy.core.status import CrawlStatus
 from nutchy.exceptions import ConfigError, FrontierUnavailable
 from nutchy.pipelines import FetchedPage
@@ -205,7 +205,7 @@ class NutchSpider(Spider):
         outcome = response.meta.get(META_OUTCOME)
         if entry is None or outcome is None or outcome.crawl_status != CrawlStatus.FETCHED:
             return None
-        return FetchedPage(
+        page = FetchedPage(
             key=entry.key,
             url=entry.url,
             batch_id=entry.batch_id,
@@ -217,6 +217,8 @@ class NutchSpider(Spider):
             http_status=outcome.http_code,
             fetch_time=response.meta.get(META_FETCH_TIME, 0),
         )
+        page.handover = response.meta.get(META_HANDOVER)
+        return page
 
 
 #: The spider's own arguments (``-a NAME=VALUE``).

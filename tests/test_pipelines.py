@@ -21,10 +21,12 @@ from nutchy._pageparse import item_parse_fields
 from nutchy._parsework import ParseProcess
 from nutchy.addon import NutchAddon
 from nutchy.config import load_settings
+from nutchy.core.fetch import FetchEntry, fetch_change, http_outcome
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError, StoreError
 from nutchy.items import PageContentItem, PageItem
+from nutchy.outcomes import OutcomeWriter
 from nutchy.pipelines import (
     PARSE_CHUNK,
     FetchedPage,
@@ -33,6 +35,7 @@ from nutchy.pipelines import (
 )
 from nutchy.spiders import NutchSpider
 from nutchy.store import open_table
+from nutchy.store.schema import RowUpdate, build_update
 from nutchy.testing.hbase_server import HBaseThriftServer
 
 
@@ -226,16 +229,20 @@ PAGES = [
 
 
 @pytest.mark.slow
+def table_named(name: str, backend: str, tmp_path, request) -> dict[str, object]:
+    """The settings of a table of its own, *name*, on *backend* (``embedded`` or ``hbase``)."""
+    if backend == "embedded":
+        return {"NUTCH_CRAWL_DIR": str(tmp_path / name)}
+    return {**request.getfixturevalue("hbase_settings"), "NUTCH_STORAGE_CRAWL_ID": name}
+
+
 @pytest.mark.parametrize("backend", ["embedded", "hbase"])
 def test_the_parse_process_writes_the_rows_and_items_the_thread_writes(tmp_path, request, backend):
     """The same pages, on two tables of the same rows: parsed in a thread and in the parse
     process, they give the same cells (every column of every row) and the same items."""
     results = []
     for name, in_process in (("thread", False), ("process", True)):
-        if backend == "embedded":
-            where = {"NUTCH_CRAWL_DIR": str(tmp_path / name)}
-        else:
-            where = {**request.getfixturevalue("hbase_settings"), "NUTCH_STORAGE_CRAWL_ID": name}
+        where = table_named(name, backend, tmp_path, request)
         c = crawler(
             tmp_path,
             NUTCH_FETCHER_PARSE_PROCESS=in_process,
@@ -272,6 +279,127 @@ def test_the_parse_process_writes_the_rows_and_items_the_thread_writes(tmp_path,
     assert counted["nutch/parse/skipped/truncated"] == 1
 
 
+def outcome_of(page: FetchedPage) -> tuple[RowUpdate, FetchEntry]:
+    """The fetch's row update of *page* (as the fetch's middleware builds it), and its entry."""
+    entry = FetchEntry(page.key, page.url, page.batch_id, fetch_time=5)
+    answer = http_outcome(
+        page.url,
+        200,
+        list(page.headers.items()),
+        page.content,
+        content_limit=-1,
+        truncated=page.truncated,
+    )
+    return build_update(entry.key, *fetch_change(entry, answer, now=page.fetch_time)), entry
+
+
+def handed_over(pages: list[FetchedPage], writer: OutcomeWriter) -> None:
+    """Buffer the outcomes of *pages* in *writer*, as the scheduler does, and give each page
+    its way to them, as the ``nutch`` spider does."""
+    for page in pages:
+        update, entry = outcome_of(page)
+        writer.add(update, entry)
+        page.handover = (writer, entry)
+
+
+@pytest.mark.parametrize("backend", ["embedded", "hbase"])
+def test_an_outcome_written_with_its_parse_leaves_the_cells_of_two_writes(
+    tmp_path, request, backend
+):
+    """The fetch outcomes of pages the parse process gets are written there, in the same write
+    as the pages' parse: every cell of every row is the one the fetch's own write of the
+    outcomes, then the parse's, leaves; the fetch's writer writes none, and counts each written
+    once the parse process said it wrote it."""
+    results = []
+    for name, together in (("apart", False), ("together", True)):
+        where = table_named(name, backend, tmp_path, request)
+        c = crawler(
+            tmp_path, NUTCH_FETCHER_PARSE_PROCESS=True, NUTCH_PARSER_SKIP_TRUNCATED=True, **where
+        )
+        c.stats.open_spider()
+        pipeline = build_from_crawler(NutchParsePipeline, c)
+        written: list[object] = []
+        writer = OutcomeWriter(written.append, flush_size=100, flush_interval=60, stats=c.stats)
+        try:
+            pipeline.table.create()
+            for i, (url, _) in enumerate(PAGES):  # the rows of the batch, as generated
+                row = WebPage(reverse_url(url), signature=b"old", score=1.5 + i)
+                pipeline.table.put(row, ["signature", "score"])
+            pages = [fetched(url, body) for url, body in PAGES]
+            pages[2].truncated = True  # skipped by the parse: its outcome is written all the same
+            if together:
+                handed_over(pages, writer)
+                for page in pages:
+                    pipeline._take_outcome(page)
+                assert writer.pending == len(pages)
+            else:
+                pipeline.table.write([outcome_of(page)[0] for page in pages])
+            items = pipeline._process(pages[:2], write=False)
+            pipeline._settle_outcomes()
+            assert writer.written == 0  # held in the parse process
+            items += pipeline._process(pages[2:], write=True)
+            pipeline._settle_outcomes()
+            pipeline.process.close()
+            rows = dict(pipeline.table.store.scan())
+            if backend == "hbase":
+                pipeline.table.store.drop()
+        finally:
+            pipeline.table.close()
+        assert written == []  # the fetch's writer wrote nothing
+        assert writer.pending == 0
+        assert writer.written == (len(pages) if together else 0)
+        stats = c.stats.get_stats()
+        assert stats.get("nutch/fetch/written", 0) == writer.written
+        stats.pop("nutch/fetch/written", None)
+        results.append((rows, [dict(item) for item in items], stats))
+    (rows, items, stats), (rows_t, items_t, stats_t) = results
+    assert len(rows) == 4
+    assert all(row[b"f:st"] == b"\x00\x00\x00\x02" for row in rows.values())  # all FETCHED
+    assert rows_t == rows
+    assert items_t == items
+    assert {k: v for k, v in stats_t.items() if k.startswith("nutch/")} == {
+        k: v for k, v in stats.items() if k.startswith("nutch/")
+    }
+
+
+def test_the_fetch_writes_the_outcomes_a_parse_process_that_died_held(tmp_path):
+    """A parse process killed with outcomes it had not written: the parse of the next pages
+    fails, and the fetch's writer writes every outcome the parse process did not say it wrote
+    (no page fetched is lost; those written twice get the same cells)."""
+    c = crawler(tmp_path, NUTCH_FETCHER_PARSE_PROCESS=True)
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    table = pipeline.table
+    table.create()
+
+    async def main() -> OutcomeWriter:
+        writer = OutcomeWriter(table.write, flush_size=100, flush_interval=60, stats=c.stats)
+        pages = [fetched(url, body) for url, body in PAGES]
+        handed_over(pages, writer)
+        for page in pages:
+            pipeline._take_outcome(page)
+        pipeline._process(pages[:3], write=False)  # held in the parse process...
+        pipeline._settle_outcomes()
+        assert pipeline.process is not None
+        pipeline.process.process.kill()  # ...which dies
+        pipeline.process.process.wait()
+        with pytest.raises((RuntimeError, OSError)):
+            pipeline._process(pages[3:], write=True)
+        pipeline._settle_outcomes(failed=True)
+        await writer.drain()
+        return writer
+
+    try:
+        writer = asyncio.run(main())
+        marks = [table.get(url, ["markers", "status"]) for url, _ in PAGES]
+    finally:
+        if pipeline.process is not None:
+            pipeline.process.kill()  # its pipes
+        table.close()
+    assert writer.written == len(PAGES) and writer.pending == 0 and writer.lost == 0
+    assert all(page.markers.get("_ftcmrk_") == "b1" and page.status == 2 for page in marks)
+
+
 #: The parse process, with Scrapy and Twisted made impossible to import.
 WITHOUT_SCRAPY = """
 import sys
@@ -294,7 +422,7 @@ def test_the_parse_process_needs_neither_scrapy_nor_twisted(tmp_path):
     )
     try:
         process.begin(settings)
-        fields, stats, error = process.parse([fetched(*PAGES[0])], write=True)
+        fields, stats, error, _ = process.parse([fetched(*PAGES[0])], write=True)
     finally:
         process.close()
     assert process.process.returncode == 0
@@ -455,7 +583,7 @@ class _HeldParse:
         self.go.wait(5)
         with self.lock:
             self.under_way -= 1
-        return [{"url": page.url} for page in pages], {"nutch/parse/x": len(pages)}, None
+        return [{"url": page.url} for page in pages], {"nutch/parse/x": len(pages)}, None, ([], [])
 
     def close(self) -> None:
         pass
@@ -505,7 +633,7 @@ def test_parses_sent_at_once_to_the_parse_process_get_their_own_answers(tmp_path
                 fetched(f"http://a.example/{thread}/{call}/{i}", b"<title>%d</title>" % i)
                 for i in range(1 + (thread + call) % 4)
             ]
-            items, _, error = process.parse(pages, write=call == 5)
+            items, _, error, _ = process.parse(pages, write=call == 5)
             assert error is None
             got[thread].append([item["url"] for item in items])
             assert [item["title"] for item in items] == [str(i) for i in range(len(pages))]
