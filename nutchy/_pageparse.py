@@ -267,6 +267,7 @@ class PageParser:
         # it, which writes them, or counts them as not written.
         outcomes, self._outcomes = self._outcomes, []
         parses = len(updates) - len(outcomes)
+        started = time.monotonic()
         try:
             self.table.write(updates)
         except StoreError as exc:
@@ -278,6 +279,11 @@ class PageParser:
             logger.exception("Could not write the parse of %(n)d pages", {"n": parses})
         else:
             self.outcomes_written += outcomes
+            if outcomes:
+                # a write of fetch outcomes, as the fetch's own writer counts its writes (the
+                # metrics' store write latency, nutchy.metrics)
+                self.count("nutch/store/writes")
+                self.count("nutch/store/write_us", round((time.monotonic() - started) * 1e6))
 
     def _not_written(self, count: int, exc: StoreError) -> None:
         """The parse of *count* pages was not written because of *exc*: counted, and kept."""
