@@ -310,34 +310,23 @@ def item_parse_fields(settings: BaseSettings) -> bool:
     after the parse pipeline other than nutchy's own (which read no item). A pipeline given in
     a way this cannot name counts as one that reads them.
 
-    The fields are the bulk of an item (the page's text, every link as a dict): built in the
-    parse process, pickled, read and made into an item by the fetch's process for each page,
-    they cost the fetch's process about as much as the fetch of a page does when nothing reads
-    them (docs/parse.md)."""
+    The fields are the bulk of an item (the page's text, every link as a dict: 30 KB of pickle a
+    page on a documentation site, against 0.2 KB without them), which the fetch's process reads
+    back and makes into an item for each page (docs/parse.md, benchmarks/bench_items.py)."""
+    # Here rather than above: the parse process imports this module, and no Scrapy.
+    from nutchy._checks import _name, _orders
+
     if settings.get("NUTCH_ITEM_PARSE_FIELDS") is not None:
         return get_bool(settings, "NUTCH_ITEM_PARSE_FIELDS")
     if settings.getdict("FEEDS") or get_bool(settings, "NUTCH_ITEM_CONTENT"):
         return True
-    pipelines = settings.getwithbase("ITEM_PIPELINES")
-    orders = {_component_name(component): order for component, order in pipelines.items()}
-    parse_order = orders.get(_PARSE_PIPELINE)
+    orders = {
+        _name(component): order for component, order in _orders(settings, "ITEM_PIPELINES").items()
+    }
+    parse_order = orders.pop(_PARSE_PIPELINE, None)
     if parse_order is None:
         return True  # the parse pipeline is a subclass, or ordered by name elsewhere: keep all
-    return any(
-        order is not None and order > parse_order and name not in _OWN_PIPELINES
-        for name, order in orders.items()
-        if name != _PARSE_PIPELINE
-    )
-
-
-def _component_name(component: object) -> str:
-    """The import path of an item pipeline as ``ITEM_PIPELINES`` gives it (a path or a class);
-    ``""`` for anything else, which no name matches."""
-    if isinstance(component, str):
-        return component
-    if isinstance(component, type):
-        return f"{component.__module__}.{component.__qualname__}"
-    return ""
+    return any(order > parse_order and name not in _OWN_PIPELINES for name, order in orders.items())
 
 
 class Outlinks(list[dict[str, str]]):
