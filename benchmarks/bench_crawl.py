@@ -574,13 +574,15 @@ VARIANTS = [
     # The fetch in the command's process with updatedb's read-ahead beside it (off there unless
     # given), sharing the interpreter with the fetch.
     _nutchy_crawl("-s", "NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS=500000", beside=("parse",)),
-    # Rounds in one Scrapy process, in this repository's Scrapy project (the add-on on); the
+    # Rounds in one Scrapy process, in this repository's Scrapy project (the add-on on), with
+    # the seeds injected by the spider (-a seeds), one command as the README gives it; the
     # re-crawl is one round of it, with -a adddays.
     Variant(
         "scrapy crawl nutch",
         lambda c: [
-            _nutchy("inject", str(c.seeds), *c.s()),
-            _scrapy("crawl", "nutch", "-a", f"rounds={c.max_rounds}", *c.s()),
+            _scrapy(
+                "crawl", "nutch", "-a", f"seeds={c.seeds}", "-a", f"rounds={c.max_rounds}", *c.s()
+            ),
         ],
         lambda c: [
             _scrapy("crawl", "nutch", "-a", "rounds=1", "-a", f"adddays={c.add_days}", *c.s()),
