@@ -41,7 +41,8 @@ Time limit
 Garbage collection
     While it fetches, Python's cyclic garbage collector runs its young collection every
     ``NUTCH_FETCHER_GC_THRESHOLD`` allocations rather than every 700 (the interpreter's
-    threshold, put back when the scheduler closes): each page makes thousands of short-lived
+    threshold, put back when the scheduler closes unless another part of the process set a
+    threshold of its own meanwhile, which is then left as it is): each page makes thousands of short-lived
     objects (Scrapy's and Twisted's requests, Deferreds, coroutines), and at 700 the collector
     ran some 800 times in a fetch of 2,000 pages, for 0.7-0.9 s of the fetch process's CPU, most
     of it to find nothing (docs/benchmarks.md).
@@ -342,8 +343,9 @@ class NutchScheduler:
         self._closing = False
         self._stop_reason = ""
         #: the young generation's threshold of the garbage collector while fetching (0: the
-        #: interpreter's), and the thresholds it had before, put back on close
+        #: interpreter's), the thresholds it set and those it had before, put back on close
         self._gc_threshold = gc_threshold
+        self._gc_set: tuple[int, int, int] | None = None
         self._gc_before: tuple[int, int, int] | None = None
 
     @classmethod
@@ -1110,7 +1112,8 @@ class NutchScheduler:
         self._started = time.monotonic()
         if self._gc_threshold > 0:
             self._gc_before = gc.get_threshold()
-            gc.set_threshold(self._gc_threshold, *self._gc_before[1:])
+            self._gc_set = (self._gc_threshold, *self._gc_before[1:])
+            gc.set_threshold(*self._gc_set)
         if self._memory is not None:
             self._visits_loop = create_looping_call(self._flush_visits)
             self._visits_loop.start(self.settings.flush_interval, now=False)
@@ -1244,8 +1247,10 @@ class NutchScheduler:
     async def _close(self, reason: str) -> None:
         self._closing = True
         if self._gc_before is not None:
-            gc.set_threshold(*self._gc_before)
-            self._gc_before = None
+            # Thresholds set meanwhile by another part of the process are theirs to keep.
+            if gc.get_threshold() == self._gc_set:
+                gc.set_threshold(*self._gc_before)
+            self._gc_before = self._gc_set = None
         if self._progress is not None:
             self._progress.close()
         if self._writer is not None:

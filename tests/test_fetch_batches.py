@@ -205,7 +205,8 @@ def test_a_fetch_stopped_by_a_signal_says_what_updates_its_batch(store, tmp_path
 
 
 #: A project extension that notes the garbage collector's young threshold in the stats when the
-#: spider opens (the scheduler has opened) and when it closes (the scheduler has closed).
+#: spider opens (the scheduler has opened) and when it closes (the scheduler has closed); with
+#: ``PROBE_GC_SET``, it sets a young threshold of its own once it has noted the first.
 GC_PROBE = """
 import gc
 
@@ -214,6 +215,7 @@ from scrapy import signals
 
 class GcProbe:
     def __init__(self, crawler):
+        self.crawler = crawler
         self.stats = crawler.stats
         crawler.signals.connect(self.opened, signal=signals.spider_opened)
         crawler.signals.connect(self.closed, signal=signals.spider_closed)
@@ -224,6 +226,9 @@ class GcProbe:
 
     def opened(self):
         self.stats.set_value("probe/gc_opened", gc.get_threshold())
+        young = self.crawler.settings.getint("PROBE_GC_SET")
+        if young:
+            gc.set_threshold(young, *gc.get_threshold()[1:])
 
     def closed(self):
         self.stats.set_value("probe/gc_closed", gc.get_threshold())
@@ -247,3 +252,21 @@ def test_the_fetch_runs_with_its_own_garbage_collector_threshold(store, tmp_path
         assert opened[0] == 12345
         assert closed[0] != 12345  # the interpreter's, put back
         assert opened[1:] == closed[1:]
+
+
+def test_the_fetch_leaves_a_threshold_set_meanwhile_by_another_component(store, tmp_path):
+    (tmp_path / "gcprobe.py").write_text(GC_PROBE, encoding="utf-8")
+    with Site((H2,)) as site:
+        prepare_batch(store, [site.url(H2, f"/page/{i}") for i in range(3)])
+        project = FetchProject(
+            tmp_path,
+            store,
+            EXTENSIONS={"gcprobe.GcProbe": 0},
+            NUTCH_FETCHER_GC_THRESHOLD=12345,
+            PROBE_GC_SET=4321,
+        )
+        done = project.crawl()
+        assert done.returncode == 0, done.log[-3000:]
+        assert done.stats["probe/gc_opened"][0] == 12345
+        # the extension's threshold, not the one the scheduler found when it opened
+        assert done.stats["probe/gc_closed"][0] == 4321
