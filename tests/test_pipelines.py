@@ -406,6 +406,54 @@ def test_the_fetch_writes_the_outcomes_a_parse_process_that_died_held(tmp_path):
     assert all(page.markers.get("_ftcmrk_") == "b1" and page.status == 2 for page in marks)
 
 
+@pytest.mark.slow
+def test_outcomes_the_parse_process_cannot_write_go_back_to_the_fetch(tmp_path, caplog):
+    """The store goes away while the parse process holds fetch outcomes: its write fails, it
+    says which outcomes it could not write, and the fetch's own writer writes them (and counts
+    them) instead; none is lost, none counted as written by the parse process."""
+    server = HBaseThriftServer()
+    server.start()
+    c = hbase_crawler(
+        tmp_path, server, NUTCH_STORAGE_CRAWL_ID="gone", NUTCH_FETCHER_PARSE_PROCESS=True
+    )
+    c.stats.open_spider()
+    pipeline = build_from_crawler(NutchParsePipeline, c)
+    written: list[list[RowUpdate]] = []
+    pages = [fetched(url, body) for url, body in PAGES]
+
+    async def main() -> OutcomeWriter:
+        writer = OutcomeWriter(written.append, flush_size=100, flush_interval=60, stats=c.stats)
+        handed_over(pages, writer)
+        for page in pages:
+            pipeline._take_outcome(page)
+        pipeline._process(pages[:2], write=False)  # held in the parse process
+        pipeline._settle_outcomes()
+        assert writer.written == 0 and written == []
+        server.stop()
+        with caplog.at_level(logging.ERROR):
+            pipeline._process(pages[2:], write=True)  # the write of all four fails
+        pipeline._settle_outcomes()
+        await writer.drain()
+        return writer
+
+    try:
+        pipeline.table.create()
+        writer = asyncio.run(main())
+    finally:
+        if pipeline.process is not None:
+            pipeline.process.close()
+        pipeline.table.close()
+    assert [u.key for batch in written for u in batch] == [p.key.encode() for p in pages]
+    assert written[0] == [outcome_of(page)[0] for page in pages]  # the outcomes as built
+    assert writer.written == len(pages) and writer.pending == 0 and writer.lost == 0
+    assert c.stats.get_value("nutch/fetch/written") == len(pages)
+    # one write, the fetch's writer's: the parse process's failed write is not counted as one
+    assert c.stats.get_value("nutch/store/writes") == len(written) == 1
+    assert c.stats.get_value("nutch/parse/not_written") >= 2  # the parses held were not written
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and f"127.0.0.1:{server.port}" in errors[0], errors
+
+
 #: The parse process, with Scrapy and Twisted made impossible to import.
 WITHOUT_SCRAPY = """
 import sys
