@@ -32,7 +32,7 @@ from nutchy.jobs._batches import require_batch
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._regions import Tasks, key_text, table_splits
 from nutchy.jobs._settings import get_bool, get_float, get_int
-from nutchy.jobs.crawl import QUIET_CHILD, crawl
+from nutchy.jobs.crawl import QUIET_CHILD, SITEMAP_FREQUENCIES, SitemapOptions, crawl
 from nutchy.jobs.generate import GenerateOptions, GenerateResult, generate
 from nutchy.jobs.history import history_path, read_history
 from nutchy.jobs.hostdb import HEADER as HOSTDB_HEADER
@@ -371,6 +371,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="fetch each round in K processes at once, each host in one of them, as generate"
         " -numFetchers K (default 1)",
+    )
+    crawl.add_argument(
+        "-sitemaps",
+        dest="sitemap_urls",
+        metavar="FILE",
+        help="before the first generate, read these sitemaps, as nutchy sitemap -sitemapUrls:"
+        " a file of sitemap URLs, one a line (or URLs separated by commas)",
+    )
+    crawl.add_argument(
+        "-sitemapsFromHostdb",
+        dest="sitemaps_from_hosts",
+        choices=SITEMAP_FREQUENCIES,
+        default="never",
+        help="read the sitemaps of every host of the table, as nutchy sitemap -robots: never"
+        " (default), once (before the first generate) or always (before every generate)",
     )
     crawl.set_defaults(run=_crawl)
 
@@ -1039,6 +1054,7 @@ def _crawl(args: argparse.Namespace) -> int:
         overrides=overrides,
         add_days=args.add_days,
         num_fetchers=args.num_fetchers,
+        sitemaps=SitemapOptions(_sitemap_list(args.sitemap_urls), args.sitemaps_from_hosts),
         # one write a line: the fetch may log from its thread meanwhile (docs/crawl.md)
         log=lambda line: print(f"nutchy crawl: {line}\n", end="", file=sys.stderr),
         verbose=args.verbose,
@@ -1078,11 +1094,7 @@ def _sitemap(args: argparse.Namespace) -> int:
         "normalize": args.normalize,
     }
     if args.sitemap_urls:
-        spider_args["sitemaps"] = (
-            args.sitemap_urls
-            if "://" in args.sitemap_urls
-            else str(Path(args.sitemap_urls).resolve())
-        )
+        spider_args["sitemaps"] = _sitemap_list(args.sitemap_urls)
     report = read_sitemaps(spider_args, overrides)
     if report.code != 0:
         print("nutchy sitemap: the sitemap crawl could not start", file=sys.stderr)
@@ -1095,6 +1107,17 @@ def _sitemap(args: argparse.Namespace) -> int:
         print("nutchy sitemap: no sitemap could be read", file=sys.stderr)
         return 1
     return 0
+
+
+def _sitemap_list(value: str | None) -> str | None:
+    """``-sitemapUrls`` / ``-sitemaps``: URLs as given, a file by its absolute path (one that
+    cannot be read is a usage error, said before anything starts)."""
+    if not value or "://" in value:
+        return value
+    path = Path(value).resolve()
+    if not os.access(path, os.R_OK) or not path.is_file():
+        raise NutchError(f"cannot read the sitemap list {value}")
+    return str(path)
 
 
 def _index(args: argparse.Namespace) -> int:

@@ -296,11 +296,12 @@ class NutchSitemapSpider(SitemapSpider):
             stats.inc_value("nutch/sitemap/invalid")
             logger.warning("Not a sitemap (or over NUTCH_SITEMAP_SIZE_MAX): %s", response.url)
             return ()
-        stats.inc_value("nutch/sitemap/read")
         depth = response.meta.get(META_DEPTH, 0)
         if reader.type == "sitemapindex":
+            stats.inc_value("nutch/sitemap/read")
             return self._from_index(response.url, reader, depth, robots_host)
         if reader.type == "urlset":
+            stats.inc_value("nutch/sitemap/read")
             return self._from_urlset(response.url, reader, robots_host)
         stats.inc_value("nutch/sitemap/invalid")
         logger.warning("Not a sitemap (root element %r): %s", reader.type, response.url)
@@ -373,7 +374,8 @@ class NutchSitemapGuardMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         guard = AddressGuard.from_settings(crawler.settings)
         if guard is None:
-            raise NotConfigured("NUTCH_ADDRESS_GUARD_ENABLED is off")
+            # off by default: no reason given, so that Scrapy does not warn of it at each run
+            raise NotConfigured
         return cls(guard)
 
     def process_request(self, request: Request) -> None:

@@ -26,7 +26,11 @@ def settings(**values: object) -> Settings:
 def no_project(tmp_path, monkeypatch) -> Path:
     """A current folder outside any Scrapy project."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
+    # Set, then deleted: monkeypatch then takes away at teardown the SCRAPY_SETTINGS_MODULE that
+    # Scrapy's get_project_settings sets in os.environ when it finds a test's scrapy.cfg, which
+    # the fetch and sitemap children of later tests would otherwise inherit.
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "")
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE")
     return tmp_path
 
 

@@ -227,6 +227,7 @@ def test_bad_sitemaps_are_counted_and_the_good_ones_read(
     assert _count(out, "lastmod ahead") == 1
     assert _count(out, "not sitemaps") == 2  # the bomb (over the size bound) and the HTML page
     assert _count(out, "sitemaps failed") == 1  # 410
+    assert _count(out, "sitemaps read") == 4  # broken, odd-ns, future, many: not the HTML page
 
 
 @pytest.mark.slow

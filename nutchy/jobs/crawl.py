@@ -89,6 +89,8 @@ class RoundReport:
     seconds: dict[str, float] = field(default_factory=dict)
     #: the children's counts of pages cut short (:data:`~nutchy.jobs._cycle.CUT_STATS`)
     cut: dict[str, int] = field(default_factory=dict)
+    #: what the sitemaps read before its generate counted (``nutch/sitemap/<name>``), if any
+    sitemaps: dict[str, int] | None = None
 
 
 @dataclass
@@ -108,6 +110,50 @@ class FetchRun:
 
     code: int
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+#: How often ``nutchy crawl -sitemapsFromHostdb`` reads the sitemaps of the table's hosts, as
+#: Nutch 1.x's ``bin/crawl --sitemaps-from-hostdb``: not at all, before the first generate, or
+#: before every generate.
+SITEMAP_FREQUENCIES = ("never", "once", "always")
+
+
+@dataclass(frozen=True)
+class SitemapOptions:
+    """The sitemaps ``nutchy crawl`` reads before its rounds' generate: *urls* (a file of sitemap
+    URLs or URLs separated by commas, as ``nutchy sitemap -sitemapUrls``) before the first,
+    and the sitemaps of every host of the table (``nutchy sitemap -robots``) as often as
+    *from_hosts* says (:data:`SITEMAP_FREQUENCIES`)."""
+
+    urls: str | None = None
+    from_hosts: str = "never"
+
+    def __post_init__(self) -> None:
+        if self.from_hosts not in SITEMAP_FREQUENCIES:
+            raise ValueError(
+                f"from_hosts must be one of {', '.join(SITEMAP_FREQUENCIES)}, got"
+                f" {self.from_hosts!r}"
+            )
+
+    def spider_args(self, *, first: bool) -> dict[str, Any] | None:
+        """The ``nutch_sitemap`` spider's arguments before a generate (the crawl's *first*, or
+        a later one); ``None`` when none is read then.
+
+        >>> SitemapOptions("s.txt", "once").spider_args(first=True)
+        {'robots': True, 'sitemaps': 's.txt'}
+        >>> SitemapOptions("s.txt", "once").spider_args(first=False) is None
+        True
+        >>> SitemapOptions(None, "always").spider_args(first=False)
+        {'robots': True}
+        """
+        robots = self.from_hosts == "always" or (self.from_hosts == "once" and first)
+        urls = self.urls if first else None
+        if not robots and not urls:
+            return None
+        args: dict[str, Any] = {"robots": robots}
+        if urls:
+            args["sitemaps"] = urls
+        return args
 
 
 #: Starts the fetch of a batch (of its partition ``k/K``, or all of it for ``None``) and returns
@@ -389,6 +435,65 @@ def _indexing(settings: BaseSettings) -> tuple[IndexingFilters, list[IndexWriter
     return load_filters(settings), load_writers(settings)
 
 
+def _read_sitemaps(
+    options: SitemapOptions | None,
+    *,
+    first: bool,
+    overrides: Mapping[str, Any],
+    number: int,
+    log: Callable[[str], None],
+) -> tuple[dict[str, int] | None, float]:
+    """Read the sitemaps *options* name before a generate (the crawl's *first*, or a later
+    one) in a child process with the fetch's *overrides*, and say what they did in one line;
+    return the counts (``None`` when none were to be read) and the seconds it took. A sitemap
+    that cannot be read, or a child that cannot start, is a warning: the round goes on
+    without it, as with a history line that cannot be written."""
+    args = options.spider_args(first=first) if options is not None else None
+    if args is None:
+        return None, 0.0
+    from nutchy.jobs.sitemap import read_sitemaps  # it imports this module
+
+    started = time.monotonic()
+    try:
+        report = read_sitemaps(args, dict(overrides))
+    except OSError as exc:
+        logger.warning("Round %d: cannot read the sitemaps (%s); the round goes on", number, exc)
+        return {}, time.monotonic() - started
+    seconds = time.monotonic() - started
+    counts = report.counts
+    if report.code != 0:
+        logger.warning(
+            "Round %d: the sitemap crawl could not start (exit code %d); the round goes on",
+            number,
+            report.code,
+        )
+    elif not counts.get("read"):
+        logger.warning("Round %d: no sitemap could be read; the round goes on", number)
+    log(f"round {number}: sitemaps: {_sitemap_summary(counts)}; {seconds:.1f} s")
+    return counts, seconds
+
+
+def _sitemap_summary(counts: Mapping[str, int]) -> str:
+    """``3 read, 1 failed: 40 URLs listed, 4 made due, 2 new``, from the sitemap spider's
+    counts (those that are 0 left out, but for the sitemaps read).
+
+    >>> _sitemap_summary({"read": 2, "urls": 40, "due": 4})
+    '2 read: 40 URLs listed, 4 made due'
+    """
+    read = [f"{counts.get('read', 0)} read"]
+    read += [
+        f"{counts[k]} {label}"
+        for k, label in (("failed", "failed"), ("invalid", "not sitemaps"))
+        if counts.get(k)
+    ]
+    found = [
+        f"{counts[k]} {label}"
+        for k, label in (("urls", "URLs listed"), ("due", "made due"), ("injected", "new"))
+        if counts.get(k)
+    ]
+    return ", ".join(read) + (f": {', '.join(found)}" if found else "")
+
+
 def _index_round(
     table: WebTable,
     batch_id: str,
@@ -420,6 +525,7 @@ def crawl(
     overrides: Mapping[str, Any],
     add_days: int = 0,
     num_fetchers: int = 1,
+    sitemaps: SitemapOptions | None = None,
     start_fetch: StartFetch | None = None,
     log: Callable[[str], None] = print,
     verbose: bool = False,
@@ -427,7 +533,9 @@ def crawl(
     """Run the crawl; *overrides* are the settings given on the command line, passed to fetch.
 
     Each round's generate selects the URLs due *add_days* days from now (``-adddays``) and splits
-    them into *num_fetchers* partitions, fetched at once by as many children.
+    them into *num_fetchers* partitions, fetched at once by as many children. Before a
+    generate, the *sitemaps* are read (:class:`SitemapOptions`, in a child process:
+    :func:`nutchy.jobs.sitemap.read_sitemaps`), so that it selects the pages they say changed.
     *start_fetch* starts the fetch of a batch (of one partition ``k/K`` of it, or of all of it
     for ``None``) and returns a function that waits for its exit code; by default, long-lived
     processes (:class:`FetchProcesses`) fetch every round (with one fetcher, a thread of this
@@ -470,6 +578,7 @@ def crawl(
         # The rounds of crawls of this table that were killed: finished first, in order.
         left = _unfinished.take_over(rounds_dir, table_name(settings))
         current: _unfinished.Round | None = None
+        generates = 0  # the generates of this crawl so far: the sitemaps "once" read before one
         try:
             for number in range(1, rounds + 1):
                 if stop.exists():
@@ -484,6 +593,11 @@ def crawl(
                     and _resumable(table, current)
                 )
                 if current is None or current.phase == _unfinished.GENERATE:
+                    sitemap_counts, sitemap_seconds = _read_sitemaps(
+                        sitemaps, first=generates == 0, overrides=overrides, number=number, log=log
+                    )
+                    generates += 1
+                    started = time.monotonic()
                     now = _now()
                     if current is None:
                         # a random number, as nutchy generate: two crawls started in the same
@@ -508,6 +622,9 @@ def crawl(
                         break
                     current.enter(_unfinished.FETCH, generated.partitions)
                     this = RoundReport(number, batch_id, generated.selected)
+                    if sitemap_counts is not None:
+                        this.sitemaps = sitemap_counts
+                        this.seconds["sitemaps"] = sitemap_seconds
                     started = _lap(this, "generate", started)
                     line = f"round {number}: batch {batch_id}, {generated.selected} URLs"
                     if num_fetchers > 1:
@@ -618,6 +735,7 @@ def crawl(
                     new_rows=updated.new_rows,
                     seconds=this.seconds,
                     now=_now(),
+                    sitemaps=this.sitemaps,
                 )
             else:
                 report.stopped = f"{rounds} rounds done"

@@ -84,10 +84,12 @@ def round_record(
     seconds: Mapping[str, float],
     table: TableStats,
     now: int,
+    sitemaps: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The history line of round *number*: what it fetched (*statuses*, counts by protocol
-    status name; *new_rows* added by its updatedb; *seconds* per phase) and the *table*'s
-    statistics after it, at *now* (ms)."""
+    status name; *new_rows* added by its updatedb; *seconds* per phase), what the sitemaps
+    read before its generate counted (*sitemaps*, ``nutch/sitemap/<name>``, when some were
+    read) and the *table*'s statistics after it, at *now* (ms)."""
     fetched = sum(statuses.values())
     # nutchy crawl times the fetch; scrapy crawl nutch's rounds only the whole round
     fetch_seconds = seconds.get("fetch", seconds.get("round", 0.0))
@@ -103,6 +105,7 @@ def round_record(
         "new": new_rows,
         "pages_per_s": round(fetched / fetch_seconds, 3) if fetch_seconds > 0 else 0.0,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        **({"sitemaps": dict(sorted(sitemaps.items()))} if sitemaps is not None else {}),
         **table.to_dict(),
     }
 
@@ -161,6 +164,7 @@ def record_round(
     new_rows: int,
     seconds: Mapping[str, float],
     now: int,
+    sitemaps: Mapping[str, int] | None = None,
 ) -> dict[str, Any] | None:
     """Append round *number*'s line to the crawl's history when ``NUTCH_CRAWL_HISTORY`` is on
     (one scan of the table for its statistics); return the line. The history never stops a
@@ -182,6 +186,7 @@ def record_round(
             seconds=seconds,
             table=stats,
             now=now,
+            sitemaps=sitemaps,
         )
         append_round(path, record)
     except (StoreError, OSError) as exc:
