@@ -12,7 +12,11 @@ The site is generated from ``--seed``: ``--pages`` pages spread over ``--hosts``
 linked from page (*j* - 1) // links, so every page is reachable from page 0; the other links
 are random. The seeds are the first page of each host. A small asyncio HTTP/1.1 server serves
 it in a process of its own (keep-alive, ``Last-Modified`` and ``ETag`` on every page, 304 to a
-matching ``If-None-Match`` or ``If-Modified-Since``, 404 for robots.txt) and counts its answers.
+matching ``If-None-Match`` or ``If-Modified-Since``) and counts its answers and the bytes it
+sends (status lines, headers and bodies). With ``--sitemaps`` (the default for ``--shape docs``)
+each host serves a robots.txt naming its ``/sitemap.xml``, which lists the host's pages with
+``lastmod`` = each page's ``Last-Modified`` (a changed page's moves with it); with
+``--no-sitemaps`` robots.txt is 404, as before.
 
 Each round of the benchmark (``--rounds``), every crawl in a process tree of its own:
 
@@ -28,8 +32,13 @@ Each round of the benchmark (``--rounds``), every crawl in a process tree of its
   fetches each round in two processes) on a new table: the first crawl, rounds until
   nothing is due, then a re-crawl of the unchanged site with every page made due again
   (generate's ``-adddays``), which the server answers with 304s. The script checks that the
-  server sent every page once, that the table holds them all as fetched, and that the re-crawl
-  got only 304s.
+  server sent every page once, that the table holds them all as fetched, that the first crawl
+  read no sitemap, and that the re-crawl got 304s for the pages left unchanged and 200s for
+  the ``--changed`` percent changed before it. With sitemaps, the ``nutchy crawl`` variants
+  then re-crawl a copy of the table left by the first crawl, after the same changes, as a
+  Nutch user would a site that publishes ``lastmod``: ``nutchy crawl SEEDS -rounds 1
+  -sitemapsFromHostdb once`` (no ``-adddays``), which must get exactly the changed pages as
+  200s, no 304, and one sitemap a host.
 
 Both sides get the same ``CONCURRENT_REQUESTS`` (``--concurrency``), the same requests per host
 (Scrapy's ``CONCURRENT_REQUESTS_PER_DOMAIN``, nutchy's ``fetcher.threads.per.queue``,
@@ -61,6 +70,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import dataclasses
 import email.utils
 import json
 import os
@@ -249,7 +259,13 @@ class _Site(asyncio.Protocol):
     original: dict[tuple[int, bytes], bytes] = {}
     #: what is served: the HTML, its ETag and its modification time (s)
     bodies: dict[tuple[int, bytes], tuple[bytes, bytes, int]] = {}
-    counts: Counter[int] = Counter()
+    #: answers by status (pages), and ``robots`` and ``sitemap`` requests answered, and
+    #: ``bytes`` sent (status lines, headers and bodies of every answer but the controls')
+    counts: Counter[int | str] = Counter()
+    #: whether each host serves a robots.txt naming its sitemap, and the sitemap (else 404)
+    sitemaps = False
+    #: ``http://host:port`` of each host, by index
+    origins: dict[int, str] = {}
 
     def __init__(self, host: int) -> None:
         self.host = host
@@ -268,7 +284,10 @@ class _Site(asyncio.Protocol):
             for line in lines[1:]:
                 name, _, value = line.partition(b":")
                 headers[name.strip().lower()] = value.strip()
-            self.transport.write(self.answer(path, headers))  # type: ignore[attr-defined]
+            answer = self.answer(path, headers)
+            if not path.startswith((STATS_PATH, CHANGE_PATH)):
+                self.counts["bytes"] += len(answer)
+            self.transport.write(answer)  # type: ignore[attr-defined]
 
     def answer(self, path: bytes, headers: dict[bytes, bytes]) -> bytes:
         if path == STATS_PATH:
@@ -277,6 +296,24 @@ class _Site(asyncio.Protocol):
         if path.startswith(CHANGE_PATH):
             body = str(self.change(int(path.partition(b"=")[2] or b"0"))).encode()
             return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        if self.sitemaps and path == b"/robots.txt":
+            self.counts["robots"] += 1
+            origin = self.origins[self.host]
+            body = f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n".encode()
+            return (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                % (
+                    len(body),
+                    body,
+                )
+            )
+        if self.sitemaps and path == b"/sitemap.xml":
+            self.counts["sitemap"] += 1
+            body = self.sitemap()
+            return (
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n"
+                b"\r\n%s" % (len(body), body)
+            )
         page = self.bodies.get((self.host, path))
         if page is None:
             self.counts[404] += 1
@@ -295,13 +332,33 @@ class _Site(asyncio.Protocol):
             b"%s\r\n%s" % (len(body), validators, body)
         )
 
+    def sitemap(self) -> bytes:
+        """The host's sitemap: each of its pages with its modification time as ``lastmod``
+        (what its ``Last-Modified`` says), in page order."""
+        origin = self.origins[self.host]
+        pages = sorted(
+            (int(path.rsplit(b"/", 1)[1].split(b".")[0]), path.decode(), modified)
+            for (host, path), (_, _, modified) in self.bodies.items()
+            if host == self.host
+        )
+        entries = "".join(
+            f"<url><loc>{origin}{path}</loc><lastmod>"
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(modified))}</lastmod></url>\n"
+            for _, path, modified in pages
+        )
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n{entries}</urlset>\n'
+        ).encode()
+
     @classmethod
     def change(cls, percent: int) -> int:
         """Change the text of *percent* % of the pages (every page whose number is below
-        *percent* modulo 100; their links stay), modified now; 0 puts every page back as it
+        *percent* modulo 100; their links stay), modified now (the next second, so that their
+        ``lastmod`` is later than every fetch before the change); 0 puts every page back as it
         was. Returns the pages changed."""
         changed = 0
-        now = int(time.time())
+        now = int(time.time()) + 1
         for key, body in cls.original.items():
             number = int(key[1].rsplit(b"/", 1)[1].split(b".")[0])
             if number % 100 < percent:
@@ -352,8 +409,11 @@ def make_site(shape: str, pages: int, links: int, n_hosts: int, seed: int, words
     return uniform_site(pages, links, n_hosts, seed, words)
 
 
-def serve(shape: str, pages: int, links: int, n_hosts: int, seed: int, words: int) -> None:
-    """Serve the site, one port per host; print ``{host: port}`` once listening."""
+def serve(
+    shape: str, pages: int, links: int, n_hosts: int, seed: int, words: int, sitemaps: int = 0
+) -> None:
+    """Serve the site, one port per host (with a robots.txt naming a sitemap, and the sitemap,
+    when *sitemaps*); print ``{host: port}`` once listening."""
     hosts = [f"127.0.0.{i + 2}" for i in range(n_hosts)]
 
     async def main() -> None:
@@ -368,6 +428,8 @@ def serve(shape: str, pages: int, links: int, n_hosts: int, seed: int, words: in
             )
             ports[host] = server.sockets[0].getsockname()[1]
         site = make_site(shape, pages, links, n_hosts, seed, words)
+        _Site.sitemaps = bool(sitemaps)
+        _Site.origins = {index: f"http://{host}:{ports[host]}" for index, host in enumerate(hosts)}
         _Site.original = render_site(site, hosts, ports, seed)
         _Site.change(0)
         print(json.dumps(ports), flush=True)
@@ -383,9 +445,10 @@ def server_get(ports: dict[str, int], path: str) -> bytes:
         return body
 
 
-def server_counts(ports: dict[str, int]) -> Counter[int]:
+def server_counts(ports: dict[str, int]) -> Counter[int | str]:
+    """The server's counts: answers by status (an int), ``robots``, ``sitemap``, ``bytes``."""
     counts = json.loads(server_get(ports, STATS_PATH.decode()))
-    return Counter({int(k): v for k, v in counts.items()})
+    return Counter({(int(k) if k.isdigit() else k): v for k, v in counts.items()})
 
 
 # --- the plain Scrapy crawl (a child process) ------------------------------------------------
@@ -415,7 +478,9 @@ def crawl_plain(seeds_file: str, hosts_csv: str, concurrency: int, per_host: int
 
     stats = _run_spider(PlainSpider, concurrency, per_host)
     return {
-        "pages": stats.get("downloader/response_status_count/200", 0),
+        # the pages: not the robots.txt answers (200s where the site serves them)
+        "pages": stats.get("downloader/response_status_count/200", 0)
+        - stats.get("robotstxt/response_status_count/200", 0),
         "elapsed": stats["elapsed_time_seconds"],
     }
 
@@ -510,6 +575,9 @@ class Variant:
     first: Callable[[Context], list[list[str]]]
     recrawl: Callable[[Context], list[list[str]]]
     default: bool = True
+    #: The re-crawl that reads the sitemaps and fetches what they say changed (no ``-adddays``);
+    #: ``None``: the variant has none.
+    sitemap_recrawl: Callable[[Context], list[list[str]]] | None = None
     #: Environment variables the commands need (``SCRAPY_SETTINGS_MODULE`` for ``scrapy crawl``).
     env: dict[str, str] = field(default_factory=dict)
     #: The processes it runs beside one like the plain spider's, by their imports
@@ -535,6 +603,11 @@ def _nutchy_crawl(
         ],
         default=default or not extra,
         beside=beside,
+        sitemap_recrawl=lambda c: [
+            _nutchy(
+                "crawl", str(c.seeds), "-rounds", "1", *c.s(), *extra, "-sitemapsFromHostdb", "once"
+            )
+        ],
     )
 
 
@@ -825,11 +898,12 @@ def run_commands(
 
 
 _ROUND = re.compile(r"[Rr]ound (\d+)(?: of \d+)?: batch (\S+), (\d+) URLs")
-_PHASE = re.compile(r"nutchy crawl: round \d+: (fetch|parse|updatedb): ")
+_PHASE = re.compile(r"nutchy crawl: round \d+: (sitemaps|fetch|parse|updatedb): ")
 
 
 def phases(lines: list[tuple[float, str]]) -> dict[str, float]:
-    """Seconds in start + inject (Python, imports, the seeds), generate, fetch, parse (what the
+    """Seconds in start + inject (Python, imports, the seeds), sitemaps (read before a generate,
+    when asked), generate, fetch, parse (what the
     fetch left) and updatedb, summed over rounds, and the end (from the last updatedb to the
     crawl's last line: the last generate, which found nothing, when there is one, and the fetch
     processes' exit and the table's close), read from the times the ``nutchy crawl`` log lines
@@ -1045,6 +1119,14 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(v.name for v in VARIANTS if v.default)
         + ")",
     )
+    parser.add_argument(
+        "--sitemaps",
+        action=argparse.BooleanOptionalAction,
+        help="each host serves a robots.txt naming its sitemap, and the sitemap (lastmod = each"
+        " page's Last-Modified), and the nutchy crawl variants also re-crawl with"
+        " -sitemapsFromHostdb once (default: on for --shape docs; --no-sitemaps: robots.txt 404,"
+        " as before)",
+    )
     parser.add_argument("--quick", action="store_true", help="60 pages x 10 links, 1 round")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1065,12 +1147,18 @@ def main(argv: list[str] | None = None) -> int:
         args.pages, args.links, args.rounds = 60, 10, 1
     if args.changed is None:
         args.changed = 10 if args.shape == "docs" else 0
+    if args.sitemaps is None:
+        args.sitemaps = args.shape == "docs"
 
     hosts = [f"127.0.0.{i + 2}" for i in range(args.hosts)]
     site = make_site(args.shape, args.pages, args.links, args.hosts, args.seed, args.words)
     args.data.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(
-        child("serve", args.shape, args.pages, args.links, args.hosts, args.seed, args.words),
+        child(
+            "serve",
+            *(args.shape, args.pages, args.links, args.hosts, args.seed, args.words),
+            int(args.sitemaps),
+        ),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -1104,7 +1192,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"# seed {args.seed},"
             f" CONCURRENT_REQUESTS={args.concurrency}, {args.per_host} per host, delay 0,"
-            f" {args.rounds} rounds; log: {log}",
+            f" {args.rounds} rounds; robots.txt and sitemaps:"
+            f" {'served' if args.sitemaps else 'none (404)'}; log: {log}",
             flush=True,
         )
         results: dict[str, list[dict[str, float]]] = {"plain": []}
@@ -1121,11 +1210,14 @@ def main(argv: list[str] | None = None) -> int:
             got = json.loads(plain.stdout.strip().splitlines()[-1])
             served = server_counts(ports) - before
             assert got["pages"] == served[200] == args.pages, (got, served)
+            assert not served["sitemap"], served
+            plain_bytes = served["bytes"]
             before = server_counts(ports)
             floor = run_command(child("floor", urls, args.concurrency, args.per_host), work, log)
             served = server_counts(ports) - before
             asked = json.loads(floor.stdout.strip().splitlines()[-1])["pages"]
             assert asked == served[304] == args.pages and not served[200], (asked, served)
+            floor_bytes = served["bytes"]
             before = server_counts(ports)
             download = run_command(
                 child("floor", urls, args.concurrency, args.per_host, 0), work, log
@@ -1148,6 +1240,8 @@ def main(argv: list[str] | None = None) -> int:
                     "cpu": plain.cpu,
                     "own_cpu": plain.own_cpu,
                     "server_cpu": plain_server,
+                    "bytes": plain_bytes,
+                    "floor_bytes": floor_bytes,
                 }
             )
             print(
@@ -1171,14 +1265,45 @@ def main(argv: list[str] | None = None) -> int:
                 counted = run_command(child("count", crawl_dir), work, log)
                 statuses = Counter(json.loads(counted.stdout.strip().splitlines()[-1]))
                 assert served[200] == statuses["FETCHED"] == args.pages, (served, statuses)
+                assert not served["sitemap"], served  # the first crawl reads no sitemap
                 crawl_rounds = sum(1 for _, line in first.lines if _ROUND.search(line))
+                # The table after the first crawl, for the re-crawl with the sitemaps, which
+                # must find the changed pages not fetched since their change.
+                by_sitemaps = None
+                if args.sitemaps and variant.sitemap_recrawl is not None:
+                    by_sitemaps = dataclasses.replace(
+                        context, crawl_dir=work / f"crawl-{round_}-{number}-sitemaps"
+                    )
+                    shutil.copytree(crawl_dir, by_sitemaps.crawl_dir)
                 changed = int(server_get(ports, f"{CHANGE_PATH.decode()}{args.changed}"))
                 before = server_counts(ports)
                 again = run_commands(variant.recrawl(context), work, log, variant.env)
                 served_again = server_counts(ports) - before
-                server_get(ports, f"{CHANGE_PATH.decode()}0")
                 assert served_again[304] == args.pages - changed, (served_again, changed)
                 assert served_again[200] == changed, (served_again, changed)
+                sitemap_run: dict[str, float] = {}
+                if by_sitemaps is not None:
+                    assert variant.sitemap_recrawl is not None
+                    before = server_counts(ports)
+                    sm = run_commands(variant.sitemap_recrawl(by_sitemaps), work, log, variant.env)
+                    served_sm = server_counts(ports) - before
+                    # exactly the changed pages, each once, and one sitemap a host
+                    assert served_sm[200] == changed, (served_sm, changed)
+                    assert not served_sm[304] and not served_sm[404], served_sm
+                    assert served_sm["sitemap"] == args.hosts, served_sm
+                    sitemap_run = {
+                        "sm": sm.seconds,
+                        "sm_cpu": sm.cpu,
+                        "sm_rss": sm.rss_mb,
+                        "sm_bytes": served_sm["bytes"],
+                        "sm_200": served_sm[200],
+                        "sm_sitemaps": served_sm["sitemap"],
+                        "sm_robots": served_sm["robots"],
+                        **{f"sm_cpu:{k}": v for k, v in sm.cpus.items()},
+                        **{f"sm {k}": v for k, v in phases(sm.lines).items()},
+                    }
+                    shutil.rmtree(by_sitemaps.crawl_dir)
+                server_get(ports, f"{CHANGE_PATH.decode()}0")
                 results[variant.name].append(
                     {
                         "seconds": first.seconds,
@@ -1205,6 +1330,9 @@ def main(argv: list[str] | None = None) -> int:
                         "recrawl_cpu": again.cpu,
                         **{f"first {k}": v for k, v in phases(first.lines).items()},
                         **{f"recrawl {k}": v for k, v in phases(again.lines).items()},
+                        "bytes": served["bytes"],
+                        "recrawl_bytes": served_again["bytes"],
+                        **sitemap_run,
                     }
                 )
                 print(
@@ -1215,9 +1343,26 @@ def main(argv: list[str] | None = None) -> int:
                     f" {first.own_cpu:.1f} s, server {first_server:.1f} s);"
                     f" re-crawl ({changed} pages changed) {again.seconds:.1f} s"
                     f" ({first.seconds / again.seconds:.1f}x cheaper), peak RSS"
-                    f" {again.rss_mb:.0f} MB",
+                    f" {again.rss_mb:.0f} MB; bytes sent: first crawl"
+                    f" {served['bytes'] / 1e6:.1f} MB, re-crawl {served_again['bytes'] / 1e6:.2f} MB",
                     flush=True,
                 )
+                if sitemap_run:
+                    print(
+                        f"    re-crawl with the sitemaps: {sitemap_run['sm_200']:.0f} pages (200),"
+                        f" {sitemap_run['sm_sitemaps']:.0f} sitemaps,"
+                        f" {sitemap_run['sm_robots']:.0f} robots.txt, no 304;"
+                        f" {sitemap_run['sm']:.1f} s ({first.seconds / sitemap_run['sm']:.1f}x"
+                        f" cheaper), CPU {sitemap_run['sm_cpu']:.1f} s"
+                        f" ({first.cpu / sitemap_run['sm_cpu']:.1f}x), bytes sent"
+                        f" {sitemap_run['sm_bytes'] / 1e6:.2f} MB; phases: "
+                        + ", ".join(
+                            f"{k.removeprefix('sm ')} {v:.1f} s"
+                            for k, v in sitemap_run.items()
+                            if k.startswith("sm ")
+                        ),
+                        flush=True,
+                    )
                 floor = (
                     f"floor {results[variant.name][-1]['rss_floor']:.0f} MB (the plain spider's"
                     f" {plain.rss_mb:.0f} MB + idle imports of "
@@ -1357,10 +1502,7 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         "floor, a Spider downloading every page (no parse, no links, no table): its pages/s"
         " over plain's; each crawl's pages/s over the floor's (per round)",
         per_round([d / p for d, p in zip(downloads, plain_rate, strict=True)], 2),
-        [
-            per_round([x / d for x, d in zip(rates[n], downloads, strict=True)], 2)
-            for n in variants
-        ],
+        [per_round([x / d for x, d in zip(rates[n], downloads, strict=True)], 2) for n in variants],
     )
     row(
         "... its CPU time, s; the crawls' CPU time over it",
@@ -1381,6 +1523,7 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         med("plain", "rss", 0),
         [med(n, "rss", 0) for n in variants],
     )
+
     def to_plain(key: str, plain_key: str) -> list[str]:
         """Each variant's *key* over the plain spider's *plain_key*, per round."""
         return [
@@ -1488,7 +1631,10 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         med("plain", "floor_cpu", 1) + " s",
         [
             per_round(
-                [r["cpu"] / p["floor_cpu"] for r, p in zip(results[n], results["plain"], strict=True)],
+                [
+                    r["cpu"] / p["floor_cpu"]
+                    for r, p in zip(results[n], results["plain"], strict=True)
+                ],
                 1,
             )
             for n in variants
@@ -1515,6 +1661,101 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         to_plain("recrawl_rss", "rss"),
     )
     row("re-crawl peak PSS, MB", "", [med(n, "recrawl_pss", 0) for n in variants])
+
+    # The re-crawl with the sitemaps: the same changes, on a copy of the table after the first
+    # crawl, with nutchy crawl -rounds 1 -sitemapsFromHostdb once (no -adddays).
+    def sm(n: str) -> bool:
+        return all("sm" in r for r in results[n])
+
+    def sm_ratio(key: str, sm_key: str, digits: int) -> list[str]:
+        return [
+            per_round([r[key] / r[sm_key] for r in results[n]], digits) if sm(n) else ""
+            for n in variants
+        ]
+
+    def sm_med(key: str, digits: int) -> list[str]:
+        return [med(n, key, digits) if sm(n) else "" for n in variants]
+
+    if any(sm(n) for n in variants):
+        row(
+            "re-crawl with the sitemaps (-sitemapsFromHostdb once, no -adddays: the pages whose"
+            " lastmod moved), s",
+            "",
+            sm_med("sm", 1),
+        )
+        row(
+            "... requests the server answered: pages (200), 304s, sitemaps, robots.txt",
+            "",
+            [
+                f"{med(n, 'sm_200', 0)}, 0, {med(n, 'sm_sitemaps', 0)}, {med(n, 'sm_robots', 0)}"
+                if sm(n)
+                else ""
+                for n in variants
+            ],
+        )
+        row("... its CPU time, s", "", sm_med("sm_cpu", 1))
+        row(
+            "... of each kind of process, s",
+            "",
+            [by_process(n, "sm_cpu:", 1) if sm(n) else "" for n in variants],
+        )
+        row(
+            "... its phases, s (the sitemaps: the sitemap child, robots.txt and sitemaps read)",
+            "",
+            [
+                ", ".join(
+                    f"{k.removeprefix('sm ')} {med(n, k, 1)}"
+                    for k in results[n][0]
+                    if k.startswith("sm ")
+                )
+                if sm(n)
+                else ""
+                for n in variants
+            ],
+        )
+        row(
+            "first crawl / re-crawl with the sitemaps (per round)", "", sm_ratio("seconds", "sm", 1)
+        )
+        row(
+            "first crawl CPU / re-crawl with the sitemaps CPU (per round)",
+            "",
+            sm_ratio("cpu", "sm_cpu", 1),
+        )
+        row("re-crawl with the sitemaps, peak RSS, MB", "", sm_med("sm_rss", 0))
+    # Bandwidth: what the server sent (status lines, headers, bodies).
+    row(
+        "bytes the server sent, first crawl, MB",
+        f"{statistics.median(r['bytes'] for r in results['plain']) / 1e6:.1f}",
+        [f"{statistics.median(r['bytes'] for r in results[n]) / 1e6:.1f}" for n in variants],
+    )
+    row(
+        "bytes the server sent, re-crawl asking every page, MB; plain: the Spider asking every"
+        " page again",
+        f"{statistics.median(r['floor_bytes'] for r in results['plain']) / 1e6:.2f}",
+        [
+            f"{statistics.median(r['recrawl_bytes'] for r in results[n]) / 1e6:.2f}"
+            for n in variants
+        ],
+    )
+    row(
+        "first crawl bytes / re-crawl asking every page bytes (per round)",
+        per_round([r["bytes"] / r["floor_bytes"] for r in results["plain"]], 1),
+        [per_round([r["bytes"] / r["recrawl_bytes"] for r in results[n]], 1) for n in variants],
+    )
+    if any(sm(n) for n in variants):
+        row(
+            "bytes the server sent, re-crawl with the sitemaps, MB",
+            "",
+            [
+                f"{statistics.median(r['sm_bytes'] for r in results[n]) / 1e6:.2f}" if sm(n) else ""
+                for n in variants
+            ],
+        )
+        row(
+            "first crawl bytes / re-crawl with the sitemaps bytes (per round)",
+            "",
+            sm_ratio("bytes", "sm_bytes", 1),
+        )
     return "\n".join(rows)
 
 

@@ -67,6 +67,19 @@ def test_quick_run_crawls_every_page_on_both_sides(tmp_path):
     floor = next(line for line in out.splitlines() if line.startswith("| memory floor, MB"))
     assert floor.rstrip(" |").split("|")[-1].strip().isdigit(), floor
     assert "| first crawl / plain Spider asking every page again (per round) |" in out
+    # The re-crawl with the sitemaps: the 10 pages changed (10% of 60: numbers 0-9), each as a
+    # 200, one sitemap a host, no 304 (the script asserts it), beside the blind re-crawl.
+    assert "re-crawl with the sitemaps: 10 pages (200), 5 sitemaps," in out
+    assert "| ... requests the server answered: pages (200), 304s, sitemaps, robots.txt |" in out
+    assert "| first crawl / re-crawl with the sitemaps (per round) |" in out
+    assert "| first crawl CPU / re-crawl with the sitemaps CPU (per round) |" in out
+    # The bytes the server sent, and the first crawl's over each re-crawl's.
+    for label in (
+        "bytes the server sent, first crawl, MB",
+        "first crawl bytes / re-crawl asking every page bytes (per round)",
+        "first crawl bytes / re-crawl with the sitemaps bytes (per round)",
+    ):
+        assert f"| {label} |" in out, label
 
 
 def _bench():
