@@ -218,6 +218,14 @@ class FetchThread:
                     handle.close()
             self.returncode = code
 
+    @property
+    def process(self) -> CrawlerProcess | None:
+        """The Scrapy process of the fetch, once its crawl is scheduled (``None`` before):
+        another crawler may run in it, on the same reactor (the crawl's sitemaps,
+        :func:`nutchy._sitemaprun.read_in_thread`)."""
+        with self._lock:
+            return self._process
+
     def _started(self, process: CrawlerProcess) -> None:
         from scrapy import signals
 

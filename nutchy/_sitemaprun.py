@@ -10,11 +10,19 @@ file that ``NUTCHY_FETCH_REPORT`` names. It exits with 1 when the crawl could no
 from __future__ import annotations
 
 import json
+import logging
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from nutchy._fetchrun import _write_report
 from nutchy.config import load_settings
+
+if TYPE_CHECKING:
+    from nutchy._fetchrun import FetchThread
+
+logger = logging.getLogger(__name__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,6 +49,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     _write_report(stats)
     return 0
+
+
+def read_in_thread(
+    thread: FetchThread, spider_args: Mapping[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """Read sitemaps as :func:`main` does, but as a second crawler of the Scrapy process of
+    *thread*, the fetch of ``nutchy crawl`` in the crawl's own process, on its reactor (which
+    runs for the whole crawl): no interpreter and no Scrapy to start for it. Block until its
+    crawl ends; return 0 and its Scrapy stats, or 1 and what stats it has when it could not
+    start, or when the fetch ended before it (a signal stops both)."""
+    from nutchy.sitemaps import NutchSitemapSpider
+
+    ended = threading.Event()
+    outcome: dict[str, Any] = {"code": 1, "stats": {}}
+
+    def start() -> None:
+        process = thread.process
+        assert process is not None
+        crawler = process.create_crawler(NutchSitemapSpider)
+
+        def done(result: Any) -> None:
+            if getattr(result, "value", None) is not None:  # a Failure: it could not start
+                logger.error("The sitemap crawl could not start: %s", result.value)
+            elif getattr(crawler, "spider", None) is not None:
+                outcome["code"] = 0
+            if crawler.stats is not None:
+                outcome["stats"] = crawler.stats.get_stats()
+            ended.set()
+
+        try:
+            crawler.crawl(**spider_args).addBoth(done)
+        except Exception:
+            logger.exception("The sitemap crawl could not start")
+            ended.set()
+
+    # The fetch's reactor, once it runs: imported before the fetch thread installs its own, it
+    # would be Twisted's default, and the fetch's would fail.
+    reactor = None
+    while reactor is None or not reactor.running:
+        if thread.poll() is not None:
+            return 1, {}
+        ended.wait(0.05)
+        if thread.process is not None:
+            reactor = sys.modules.get("twisted.internet.reactor")
+    reactor.callFromThread(start)
+    while not ended.wait(0.2):
+        if thread.poll() is not None:  # the reactor is gone: the crawl will not end
+            return 1, {}
+    return int(outcome["code"]), dict(outcome["stats"])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,9 +4,13 @@ the sitemap says changed; a sitemap that cannot be read leaves the crawl running
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from sites import ServedPages
@@ -60,6 +64,26 @@ def _nutchy(settings: dict[str, str], *args: str) -> int:
 def _rows(settings: dict[str, str]) -> dict[str, WebPage]:
     with open_table(load_settings(settings, project=False)) as table:
         return {page.url: page for page in table.scan()}
+
+
+class _Asked(list[str]):
+    """The paths a :class:`ServedPages` was asked for; at each, the command lines of the
+    children of :attr:`crawl` (a process) are noted in :attr:`children`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.crawl: subprocess.Popen[str] | None = None
+        self.children: list[str] = []
+
+    def append(self, path: str) -> None:
+        super().append(path)
+        if self.crawl is None:
+            return
+        for task in Path(f"/proc/{self.crawl.pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread or a child gone meanwhile
+                for child in (task / "children").read_text().split():
+                    cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+                    self.children.append(cmdline.replace(b"\0", b" ").decode())
 
 
 @pytest.fixture
@@ -116,13 +140,28 @@ def test_a_recrawl_with_the_sitemaps_asks_only_the_pages_that_changed(crawl_dir,
         lastmods = dict.fromkeys(("/", *PAGES), an_hour_ago)
         lastmods.update(dict.fromkeys(CHANGED, time.time() + 1))
         site.add("/sitemap.xml", _sitemap(root, lastmods))
-        site.asked.clear()
+        site.asked = asked = _Asked()
 
-        assert (
-            _nutchy(settings, "crawl", str(seeds), "-rounds", "1", "-sitemapsFromHostdb", "once")
-            == 0
+        # As a command, whose fetch runs in its own process (NUTCH_CRAWL_FETCH_IN_PROCESS; not
+        # in this test process, where Twisted's reactor may have run): the sitemaps are read by
+        # a second crawler of the fetch's Scrapy process, not in a child of their own.
+        options = [f"{name}={value}" for name, value in {**FAST, **settings}.items()]
+        asked.crawl = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "nutchy", "crawl", str(seeds), "-rounds", "1"),
+                *("-sitemapsFromHostdb", "once", *(x for o in options for x in ("-s", o))),
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        log = capfd.readouterr().err
+        try:
+            _, log = asked.crawl.communicate(timeout=60)
+        finally:
+            asked.crawl.kill()
+        assert asked.crawl.returncode == 0, log
+        assert any("nutchy._parsework" in line for line in asked.children), asked.children
+        assert not any("nutchy._sitemaprun" in line for line in asked.children), asked.children
+        assert not any("nutchy._fetchrun" in line for line in asked.children), asked.children
         assert "round 1: sitemaps: 1 read: 7 URLs listed, 2 made due;" in log
         assert "round 1: fetch: 2 URLs fetched: 2 success;" in log
         pages_asked = [p for p in site.asked if p not in ("/robots.txt", "/sitemap.xml")]
@@ -168,9 +207,10 @@ def test_a_sitemap_that_cannot_be_read_leaves_the_crawl_running(crawl_dir, capfd
         site.add("/p1", _page("/p1", 1), "text/html")
         seeds = crawl_dir / "seeds.txt"
         seeds.write_text(f"{root}/\n")
+        # Two fetch processes: the sitemaps are read in a child process of their own.
         code = _nutchy(
             settings,
-            *("crawl", str(seeds), "-rounds", "3"),
+            *("crawl", str(seeds), "-rounds", "3", "-numFetchers", "2"),
             *("-sitemaps", f"{root}/broken.xml", "-sitemapsFromHostdb", "always"),
         )
         assert code == 0

@@ -300,6 +300,16 @@ class FetchProcesses:
             return isinstance(self._children[0][0], FetchThread)
         return self.in_process
 
+    def fetch_thread(self, overrides: Mapping[str, Any]) -> FetchThread | None:
+        """The fetch thread of this process (:class:`FetchThread`), started and still running,
+        when it fetches the batches given with *overrides*; ``None`` otherwise."""
+        if not self.fetches_here(overrides) or 0 not in self._children:
+            return None
+        fetcher = self._children[0][0]
+        if not isinstance(fetcher, FetchThread) or fetcher.poll() is not None:
+            return None
+        return fetcher
+
     @property
     def processes(self) -> list[Fetcher]:
         """The processes (and the fetch thread) started so far."""
@@ -440,22 +450,30 @@ def _read_sitemaps(
     *,
     first: bool,
     overrides: Mapping[str, Any],
+    thread: FetchThread | None = None,
     number: int,
     log: Callable[[str], None],
 ) -> tuple[dict[str, int] | None, float]:
     """Read the sitemaps *options* name before a generate (the crawl's *first*, or a later
-    one) in a child process with the fetch's *overrides*, and say what they did in one line;
-    return the counts (``None`` when none were to be read) and the seconds it took. A sitemap
-    that cannot be read, or a child that cannot start, is a warning: the round goes on
-    without it, as with a history line that cannot be written."""
+    one) with the fetch's *overrides*, and say what they did in one line; return the counts
+    (``None`` when none were to be read) and the seconds it took. They are read by a second
+    crawler of the fetch *thread*'s Scrapy process when the fetch runs in this process
+    (:func:`nutchy._sitemaprun.read_in_thread`: no Python and Scrapy to start for them), else
+    in a child process (:func:`nutchy.jobs.sitemap.read_sitemaps`). A sitemap that cannot be
+    read, or a crawl that cannot start, is a warning: the round goes on without it, as with a
+    history line that cannot be written."""
     args = options.spider_args(first=first) if options is not None else None
     if args is None:
         return None, 0.0
-    from nutchy.jobs.sitemap import read_sitemaps  # it imports this module
+    from nutchy._sitemaprun import read_in_thread
+    from nutchy.jobs.sitemap import read_sitemaps, sitemap_report  # they import this module
 
     started = time.monotonic()
     try:
-        report = read_sitemaps(args, dict(overrides))
+        if thread is not None:
+            report = sitemap_report(*read_in_thread(thread, args))
+        else:
+            report = read_sitemaps(args, dict(overrides))
     except OSError as exc:
         logger.warning("Round %d: cannot read the sitemaps (%s); the round goes on", number, exc)
         return {}, time.monotonic() - started
@@ -594,7 +612,12 @@ def crawl(
                 )
                 if current is None or current.phase == _unfinished.GENERATE:
                     sitemap_counts, sitemap_seconds = _read_sitemaps(
-                        sitemaps, first=generates == 0, overrides=overrides, number=number, log=log
+                        sitemaps,
+                        first=generates == 0,
+                        overrides=overrides,
+                        thread=processes.fetch_thread(overrides) if processes else None,
+                        number=number,
+                        log=log,
                     )
                     generates += 1
                     started = time.monotonic()

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from nutchy.jobs.crawl import FetchRun, start_child
 
-__all__ = ["SITEMAP_STAT", "SitemapReport", "read_sitemaps"]
+__all__ = ["SITEMAP_STAT", "SitemapReport", "read_sitemaps", "sitemap_report"]
 
 #: The prefix of the spider's stats.
 SITEMAP_STAT: Final = "nutch/sitemap/"
@@ -56,9 +56,14 @@ def read_sitemaps(spider_args: dict[str, Any], overrides: dict[str, Any]) -> Sit
         json.dumps(overrides),
     ]
     run: FetchRun = start_child(command)()
+    return sitemap_report(run.code, run.stats)
+
+
+def sitemap_report(code: int, stats: dict[str, Any]) -> SitemapReport:
+    """The report of a sitemap crawl that ended with *code* and Scrapy *stats*."""
     counts = {
         key[len(SITEMAP_STAT) :]: int(value)
-        for key, value in run.stats.items()
+        for key, value in stats.items()
         if key.startswith(SITEMAP_STAT) and isinstance(value, (int, float))
     }
-    return SitemapReport(run.code, counts, run.stats)
+    return SitemapReport(code, counts, stats)
