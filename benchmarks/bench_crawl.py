@@ -1700,7 +1700,8 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
             [by_process(n, "sm_cpu:", 1) if sm(n) else "" for n in variants],
         )
         row(
-            "... its phases, s (the sitemaps: the sitemap child, robots.txt and sitemaps read)",
+            "... its phases, s (sitemaps: the fetch's start-up they wait for, robots.txt and the"
+            " sitemaps read)",
             "",
             [
                 ", ".join(
