@@ -53,6 +53,7 @@ __all__ = [
     "UNUSED_EXTENSIONS",
     "UNUSED_MIDDLEWARES",
     "NutchSpider",
+    "leave_out_unused_extensions",
 ]
 
 #: Scrapy settings the ``nutch`` spider changes, unless the project or the command line sets them.
@@ -174,14 +175,7 @@ class NutchSpider(Spider):
                 # (at which getwithbase() reads that setting), so that None turns its entry off.
                 priority = max(settings.getpriority(setting) or 0, SETTINGS_PRIORITIES["spider"])
                 settings.set(setting, {**components, **off}, priority)
-        base = settings.getdict("EXTENSIONS_BASE")
-        kept = {path: order for path, order in base.items() if path not in UNUSED_EXTENSIONS}
-        if len(kept) < len(base):
-            # An entry of EXTENSIONS, the project's, still turns one on (getwithbase).
-            priority = max(
-                settings.getpriority("EXTENSIONS_BASE") or 0, SETTINGS_PRIORITIES["spider"]
-            )
-            settings.set("EXTENSIONS_BASE", kept, priority)
+        leave_out_unused_extensions(settings)
 
     async def start(self) -> AsyncIterator[Any]:
         """No start requests: the scheduler streams the batch from the table."""
@@ -219,6 +213,17 @@ class NutchSpider(Spider):
         )
         page.handover = response.meta.get(META_HANDOVER)
         return page
+
+
+def leave_out_unused_extensions(settings: BaseSettings) -> None:
+    """Take :data:`UNUSED_EXTENSIONS` out of *settings*' ``EXTENSIONS_BASE`` (a spider's
+    ``update_settings``: the ``nutch`` spider's and the ``nutch_sitemap`` spider's)."""
+    base = settings.getdict("EXTENSIONS_BASE")
+    kept = {path: order for path, order in base.items() if path not in UNUSED_EXTENSIONS}
+    if len(kept) < len(base):
+        # An entry of EXTENSIONS, the project's, still turns one on (getwithbase).
+        priority = max(settings.getpriority("EXTENSIONS_BASE") or 0, SETTINGS_PRIORITIES["spider"])
+        settings.set("EXTENSIONS_BASE", kept, priority)
 
 
 #: The spider's own arguments (``-a NAME=VALUE``).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -327,3 +329,26 @@ def test_robots_txt_the_fetch_read_lately_names_the_sitemaps(site, embedded_stor
     site.asked.clear()
     assert _run(store, "-robots", NUTCH_HTTP_ROBOTS_EXPIRY=1000) == 1  # it names no real one
     assert "/never-read.xml" in site.asked
+
+
+def test_the_sitemap_spider_leaves_out_scrapys_remote_control_without_importing_it():
+    # In a process of its own, as the nutch spider's test: whether the module (and aiohttp, which
+    # it imports) was imported is the point.
+    code = """
+import sys
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.test import get_crawler
+from nutchy.sitemaps import NutchSitemapSpider
+
+crawler = get_crawler(NutchSitemapSpider, {"ADDONS": {"nutchy.NutchAddon": 0}})
+crawler._apply_settings()
+extensions = build_component_list(crawler.settings.getwithbase("EXTENSIONS"))
+assert not [e for e in extensions if "remote_control" in str(e)], extensions
+assert "scrapy.extensions.remote_control" not in sys.modules
+assert "scrapy.extensions.corestats.CoreStats" in extensions
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
