@@ -1242,8 +1242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``nutchy`` program (its console script, and ``python -m nutchy``): :func:`main` on
-    the command line, then exit with its code.
+    """The ``nutchy`` program (its console script and ``python -m nutchy``, through
+    :func:`nutchy.__main__.run`, which imports this module): :func:`main` on the command line,
+    then exit with its code.
 
     Before the interpreter's exit, every object is frozen out of the cyclic garbage collector
     (:func:`gc.freeze`): the exit then skips the collection it runs over everything the command

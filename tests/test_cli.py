@@ -353,3 +353,50 @@ def test_the_program_exits_with_mains_code_its_objects_frozen_first(argv, code):
         [sys.executable, "-m", "nutchy", *argv], capture_output=True, timeout=60, check=False
     )
     assert done.returncode == code
+
+
+def test_the_program_imports_its_modules_with_the_collector_off():
+    """nutchy.__main__.run (the console script and python -m nutchy) imports nutchy.cli, and
+    with it Scrapy, without a single garbage collection, where a plain import runs some; the
+    collector is on again for the command."""
+    program = textwrap.dedent(
+        """
+        import gc, sys
+        how = sys.argv[1]
+        collections = []
+
+        def importing():  # nutchy.cli's import has begun, and not ended
+            cli = sys.modules.get("nutchy.cli")
+            return cli is not None and not hasattr(cli, "run")
+
+        def noted(phase, info):
+            if phase == "start" and importing():
+                collections.append(1)
+
+        gc.callbacks.append(noted)
+        if how == "program":
+            import nutchy.__main__
+            sys.argv = ["nutchy", "--help"]
+            try:
+                nutchy.__main__.run()
+            except SystemExit:
+                pass
+        else:
+            import nutchy.cli
+        print(how, len(collections), gc.isenabled(), file=sys.stderr)
+        """
+    )
+    seen = {}
+    for how in ("program", "import"):
+        done = subprocess.run(
+            [sys.executable, "-c", program, how],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        printed, collections, enabled = done.stderr.splitlines()[-1].split()
+        assert printed == how, done.stderr
+        seen[how] = (int(collections), enabled)
+    assert seen["program"] == (0, "True")
+    assert seen["import"][0] > 0
