@@ -155,6 +155,36 @@ print("ok")
     assert done.stdout.strip() == "ok", done.stderr
 
 
+def test_the_spider_leaves_out_scrapys_cookies_middleware_while_cookies_are_off():
+    # In a process of its own, as above: the middleware's module imports tldextract.
+    code = """
+import sys
+from scrapy.core.downloader.middleware import DownloaderMiddlewareManager
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.test import get_crawler
+from nutchy.spiders import COOKIES_MIDDLEWARE, NutchSpider
+
+def middlewares(project):
+    crawler = get_crawler(NutchSpider, {"ADDONS": {"nutchy.NutchAddon": 0}, **project})
+    crawler._apply_settings()
+    manager = DownloaderMiddlewareManager.from_crawler(crawler)
+    return [type(m).__name__ for m in manager.middlewares]
+
+assert "CookiesMiddleware" not in middlewares({}), middlewares({})
+assert "scrapy.downloadermiddlewares.cookies" not in sys.modules
+assert "tldextract" not in sys.modules
+# Cookies turned on by the project, or the middleware listed by it: Scrapy's middleware is on.
+assert "CookiesMiddleware" in middlewares({"COOKIES_ENABLED": True})
+listed = {"DOWNLOADER_MIDDLEWARES": {COOKIES_MIDDLEWARE: 700}, "COOKIES_ENABLED": True}
+assert "CookiesMiddleware" in middlewares(listed)
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+
+
 def load(component: object) -> object:
     return load_object(component) if isinstance(component, str) else component
 
