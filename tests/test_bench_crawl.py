@@ -178,6 +178,9 @@ def test_profile_samples_every_process_of_a_crawl_and_a_recrawl(tmp_path):
         assert "Scrapy downloader" in section.split("### the command's own process", 1)[1]
         for kind in ("the command's own process", "parse process"):
             assert re.search(rf"### {kind}: \d+\.\d\d s of samples", section), (phase, kind, out)
-        assert "updatedb" in section.split("### the command's own process", 1)[1]
+        if phase == "first":
+            # The re-crawl's updatedb of 60 pages is short (0.1 s of samples or less), and one
+            # run in eight had no sample of it; the first crawl's, over its rounds, has more.
+            assert "updatedb" in section.split("### the command's own process", 1)[1]
     written = sorted(p.name for p in profiles.iterdir())
     assert written == ["floor.txt", "nutchy-crawl-first-0.txt", "nutchy-crawl-recrawl-0.txt"]
