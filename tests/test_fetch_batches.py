@@ -235,7 +235,10 @@ class GcProbe:
 """
 
 
-def test_the_fetch_runs_with_its_own_garbage_collector_threshold(store, tmp_path):
+@pytest.mark.parametrize("theirs", [0, 4321])
+def test_the_fetch_runs_with_its_own_garbage_collector_threshold(store, tmp_path, theirs):
+    """The fetch's young threshold while it runs, the one it found put back at its close, or,
+    when another component set one of its own meanwhile (*theirs*), that one kept."""
     (tmp_path / "gcprobe.py").write_text(GC_PROBE, encoding="utf-8")
     with Site((H2,)) as site:
         prepare_batch(store, [site.url(H2, f"/page/{i}") for i in range(3)])
@@ -244,29 +247,15 @@ def test_the_fetch_runs_with_its_own_garbage_collector_threshold(store, tmp_path
             store,
             EXTENSIONS={"gcprobe.GcProbe": 0},
             NUTCH_FETCHER_GC_THRESHOLD=12345,
+            PROBE_GC_SET=theirs,
         )
         done = project.crawl()
         assert done.returncode == 0, done.log[-3000:]
         assert done.stats["nutch/fetch/written"] == 3
         opened, closed = done.stats["probe/gc_opened"], done.stats["probe/gc_closed"]
         assert opened[0] == 12345
-        assert closed[0] != 12345  # the interpreter's, put back
+        if theirs:
+            assert closed[0] == theirs  # the extension's, not the one found at the open
+        else:
+            assert closed[0] != 12345  # the interpreter's, put back
         assert opened[1:] == closed[1:]
-
-
-def test_the_fetch_leaves_a_threshold_set_meanwhile_by_another_component(store, tmp_path):
-    (tmp_path / "gcprobe.py").write_text(GC_PROBE, encoding="utf-8")
-    with Site((H2,)) as site:
-        prepare_batch(store, [site.url(H2, f"/page/{i}") for i in range(3)])
-        project = FetchProject(
-            tmp_path,
-            store,
-            EXTENSIONS={"gcprobe.GcProbe": 0},
-            NUTCH_FETCHER_GC_THRESHOLD=12345,
-            PROBE_GC_SET=4321,
-        )
-        done = project.crawl()
-        assert done.returncode == 0, done.log[-3000:]
-        assert done.stats["probe/gc_opened"][0] == 12345
-        # the extension's threshold, not the one the scheduler found when it opened
-        assert done.stats["probe/gc_closed"][0] == 4321

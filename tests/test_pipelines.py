@@ -190,15 +190,21 @@ def test_a_store_gone_away_leaves_pages_unparsed_and_is_said_once(tmp_path, capl
     pipeline.table.close()
 
 
-@pytest.mark.slow
-def test_the_parse_process_says_once_that_the_store_is_gone(tmp_path, caplog):
+def parse_process_on_a_server_of_its_own(tmp_path):
+    """A parse pipeline with its parse process, and its table on an HBase test server of its
+    own, which a test may stop: the server, the crawler and the pipeline."""
     server = HBaseThriftServer()
     server.start()
     c = hbase_crawler(
         tmp_path, server, NUTCH_STORAGE_CRAWL_ID="gone", NUTCH_FETCHER_PARSE_PROCESS=True
     )
     c.stats.open_spider()
-    pipeline = build_from_crawler(NutchParsePipeline, c)
+    return server, c, build_from_crawler(NutchParsePipeline, c)
+
+
+@pytest.mark.slow
+def test_the_parse_process_says_once_that_the_store_is_gone(tmp_path, caplog):
+    server, c, pipeline = parse_process_on_a_server_of_its_own(tmp_path)
     try:
         pipeline.table.create()
         server.stop()
@@ -411,13 +417,7 @@ def test_outcomes_the_parse_process_cannot_write_go_back_to_the_fetch(tmp_path, 
     """The store goes away while the parse process holds fetch outcomes: its write fails, it
     says which outcomes it could not write, and the fetch's own writer writes them (and counts
     them) instead; none is lost, none counted as written by the parse process."""
-    server = HBaseThriftServer()
-    server.start()
-    c = hbase_crawler(
-        tmp_path, server, NUTCH_STORAGE_CRAWL_ID="gone", NUTCH_FETCHER_PARSE_PROCESS=True
-    )
-    c.stats.open_spider()
-    pipeline = build_from_crawler(NutchParsePipeline, c)
+    server, c, pipeline = parse_process_on_a_server_of_its_own(tmp_path)
     written: list[list[RowUpdate]] = []
     pages = [fetched(url, body) for url, body in PAGES]
 
