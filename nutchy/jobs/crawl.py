@@ -552,8 +552,9 @@ def crawl(
 
     Each round's generate selects the URLs due *add_days* days from now (``-adddays``) and splits
     them into *num_fetchers* partitions, fetched at once by as many children. Before a
-    generate, the *sitemaps* are read (:class:`SitemapOptions`, in a child process:
-    :func:`nutchy.jobs.sitemap.read_sitemaps`), so that it selects the pages they say changed.
+    generate, the *sitemaps* are read (:class:`SitemapOptions`, by :func:`_read_sitemaps`: in
+    the fetch's own Scrapy process when the fetch runs in this one, else in a child), so that it
+    selects the pages they say changed.
     *start_fetch* starts the fetch of a batch (of one partition ``k/K`` of it, or of all of it
     for ``None``) and returns a function that waits for its exit code; by default, long-lived
     processes (:class:`FetchProcesses`) fetch every round (with one fetcher, a thread of this
