@@ -54,7 +54,7 @@ __all__ = [
     "UNUSED_EXTENSIONS",
     "UNUSED_MIDDLEWARES",
     "NutchSpider",
-    "leave_out_unused_extensions",
+    "leave_out_unused_components",
 ]
 
 #: Scrapy settings the ``nutch`` spider changes, unless the project or the command line sets them.
@@ -102,11 +102,12 @@ UNUSED_MIDDLEWARES: dict[str, tuple[str, ...]] = {
 #: settings), and enabled it starts a server and writes a job file on every crawl.
 UNUSED_EXTENSIONS: tuple[str, ...] = ("scrapy.extensions.remote_control.RemoteControl",)
 
-#: Scrapy's cookies middleware, which the ``nutch`` spider takes out of
-#: ``DOWNLOADER_MIDDLEWARES_BASE`` while ``COOKIES_ENABLED`` is off (its default for the spider:
-#: Nutch sends no cookies), unless the project lists it in ``DOWNLOADER_MIDDLEWARES``. Off, it
-#: does nothing, but its module was imported all the same, and with it tldextract: some 60 ms of
-#: CPU at every start of the spider.
+#: Scrapy's cookies middleware, which the ``nutch`` spider (and the ``nutch_sitemap`` spider) take
+#: out of ``DOWNLOADER_MIDDLEWARES_BASE`` while ``COOKIES_ENABLED`` is off (its default for the
+#: spider: Nutch sends no cookies), unless the project lists it in ``DOWNLOADER_MIDDLEWARES``.
+#: Off, it does nothing, but its module was imported all the same, and with it tldextract: some
+#: 60 ms of CPU at every start of the spider, 0.11 s at the sitemap spider's start in the fetch's
+#: process (which has not imported tldextract's own imports either).
 COOKIES_MIDDLEWARE: Final = "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
 
 
@@ -183,9 +184,7 @@ class NutchSpider(Spider):
                 # (at which getwithbase() reads that setting), so that None turns its entry off.
                 priority = max(settings.getpriority(setting) or 0, SETTINGS_PRIORITIES["spider"])
                 settings.set(setting, {**components, **off}, priority)
-        leave_out_unused_extensions(settings)
-        if not settings.getbool("COOKIES_ENABLED"):
-            _leave_out_of_base(settings, "DOWNLOADER_MIDDLEWARES_BASE", (COOKIES_MIDDLEWARE,))
+        leave_out_unused_components(settings)
 
     async def start(self) -> AsyncIterator[Any]:
         """No start requests: the scheduler streams the batch from the table."""
@@ -225,10 +224,14 @@ class NutchSpider(Spider):
         return page
 
 
-def leave_out_unused_extensions(settings: BaseSettings) -> None:
-    """Take :data:`UNUSED_EXTENSIONS` out of *settings*' ``EXTENSIONS_BASE`` (a spider's
-    ``update_settings``: the ``nutch`` spider's and the ``nutch_sitemap`` spider's)."""
+def leave_out_unused_components(settings: BaseSettings) -> None:
+    """Take :data:`UNUSED_EXTENSIONS` out of *settings*' ``EXTENSIONS_BASE``, and
+    :data:`COOKIES_MIDDLEWARE` out of their ``DOWNLOADER_MIDDLEWARES_BASE`` while
+    ``COOKIES_ENABLED`` is off (a spider's ``update_settings``: the ``nutch`` spider's and the
+    ``nutch_sitemap`` spider's)."""
     _leave_out_of_base(settings, "EXTENSIONS_BASE", UNUSED_EXTENSIONS)
+    if not settings.getbool("COOKIES_ENABLED"):
+        _leave_out_of_base(settings, "DOWNLOADER_MIDDLEWARES_BASE", (COOKIES_MIDDLEWARE,))
 
 
 def _leave_out_of_base(settings: BaseSettings, name: str, paths: tuple[str, ...]) -> None:

@@ -331,21 +331,42 @@ def test_robots_txt_the_fetch_read_lately_names_the_sitemaps(site, embedded_stor
     assert "/never-read.xml" in site.asked
 
 
-def test_the_sitemap_spider_leaves_out_scrapys_remote_control_without_importing_it():
-    # In a process of its own, as the nutch spider's test: whether the module (and aiohttp, which
-    # it imports) was imported is the point.
+def test_the_sitemap_spider_leaves_out_remote_control_and_cookies_without_importing_them():
+    # In a process of its own, as the nutch spider's tests: whether the modules (and aiohttp,
+    # tldextract, which they import) were imported is the point.
     code = """
 import sys
+from scrapy.core.downloader.middleware import DownloaderMiddlewareManager
+from scrapy.crawler import AsyncCrawlerRunner
+from scrapy.settings import Settings
 from scrapy.utils.conf import build_component_list
-from scrapy.utils.test import get_crawler
+from scrapy.utils.test import get_crawler, get_reactor_settings
 from nutchy.sitemaps import NutchSitemapSpider
 
-crawler = get_crawler(NutchSitemapSpider, {"ADDONS": {"nutchy.NutchAddon": 0}})
-crawler._apply_settings()
+def crawler_of(project):
+    crawler = get_crawler(NutchSitemapSpider, {"ADDONS": {"nutchy.NutchAddon": 0}, **project})
+    crawler._apply_settings()
+    return crawler
+
+def middlewares(crawler):
+    manager = DownloaderMiddlewareManager.from_crawler(crawler)
+    return [type(m).__name__ for m in manager.middlewares]
+
+crawler = crawler_of({})
 extensions = build_component_list(crawler.settings.getwithbase("EXTENSIONS"))
 assert not [e for e in extensions if "remote_control" in str(e)], extensions
-assert "scrapy.extensions.remote_control" not in sys.modules
 assert "scrapy.extensions.corestats.CoreStats" in extensions
+assert "CookiesMiddleware" not in middlewares(crawler), middlewares(crawler)
+assert "RobotsTxtMiddleware" in middlewares(crawler), middlewares(crawler)
+for module in ("scrapy.extensions.remote_control", "scrapy.downloadermiddlewares.cookies"):
+    assert module not in sys.modules, module
+assert "tldextract" not in sys.modules
+# Cookies turned on on the command line (over the spider's own setting): the middleware is on.
+settings = Settings({"ADDONS": {"nutchy.NutchAddon": 0}, **get_reactor_settings()})
+settings.set("COOKIES_ENABLED", True, "cmdline")
+crawler = AsyncCrawlerRunner(settings).create_crawler(NutchSitemapSpider)
+crawler._apply_settings()
+assert "CookiesMiddleware" in middlewares(crawler), middlewares(crawler)
 print("ok")
 """
     done = subprocess.run(
