@@ -194,6 +194,8 @@ class FetchThread:
         self._process: CrawlerProcess | None = None
         self._opened = False
         self._signals = 0
+        #: the last batch's shares sent by the parse pipeline (:meth:`take_shares`)
+        self._shares: tuple[str, list[Any]] | None = None
         _forward_sigint(self)
         self._thread = threading.Thread(target=self._run, name="nutchy-fetch", daemon=True)
         self._thread.start()
@@ -229,10 +231,27 @@ class FetchThread:
     def _started(self, process: CrawlerProcess) -> None:
         from scrapy import signals
 
+        from nutchy._fetch import batch_shares
+
         with self._lock:
             self._process = process
         for crawler in process.crawlers:
             crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+            crawler.signals.connect(self._keep_shares, signal=batch_shares)
+
+    def _keep_shares(self, batch_id: str, shares: list[Any]) -> None:
+        with self._lock:
+            self._shares = (batch_id, shares)
+
+    def take_shares(self, batch_id: str) -> list[Any] | None:
+        """The shares of *batch_id*'s pages that the parse process read back for updatedb
+        (:data:`~nutchy._fetch.batch_shares`), once: ``None`` when there are none (those of another
+        batch are dropped)."""
+        with self._lock:
+            kept, self._shares = self._shares, None
+        if kept is None or kept[0] != batch_id:
+            return None
+        return kept[1]
 
     def _spider_opened(self) -> None:
         with self._lock:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from w3lib.encoding import html_to_unicode
 
+from nutchy._fetch import ALL_BATCHES
 from nutchy.core.parse import (
     HTML_TYPES,
     ParseConfig,
@@ -41,8 +42,9 @@ from nutchy.core.status import (
 )
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import StoreError
-from nutchy.jobs._cycle import parse_config, signature
+from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
+from nutchy.jobs.updatedb import ParsedShares
 from nutchy.store import open_table
 from nutchy.store.schema import RowUpdate, build_update
 
@@ -64,6 +66,7 @@ __all__ = [
     "item_parse_fields",
     "outlinks",
     "parse_status_name",
+    "parsed_shares",
 ]
 
 
@@ -112,6 +115,7 @@ class PageParser:
         flush_size: int,
         item_content: bool,
         item_parse_fields: bool = True,
+        shares: ParsedShares | None = None,
     ) -> None:
         self.table = table
         self.config = config
@@ -134,6 +138,12 @@ class PageParser:
         #: since the caller last took them
         self.outcomes_written: list[str] = []
         self.outcomes_failed: list[str] = []
+        #: keeps updatedb's shares of the pages parsed with ``shares=True`` (:meth:`process`)
+        self.shares = shares
+        #: (batch, key) of those pages: held with their parses, then written, not read back yet
+        self._to_share: list[tuple[str, str]] = []
+        self._shareable: list[tuple[str, str]] = []
+        self._sharing = False
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, table: WebTable | None = None) -> Self:
@@ -152,6 +162,7 @@ class PageParser:
             "flush_size": get_int(settings, "NUTCH_FETCHER_FLUSH_SIZE", 1),
             "item_content": get_bool(settings, "NUTCH_ITEM_CONTENT"),
             "item_parse_fields": item_parse_fields(settings),
+            "shares": parsed_shares(settings),
         }
 
     def count(self, key: str, n: int = 1) -> None:
@@ -170,7 +181,28 @@ class PageParser:
         failed, self.outcomes_failed = self.outcomes_failed, []
         return written, failed
 
-    def process(self, pages: Sequence[FetchedPage], write: bool) -> list[dict[str, Any]]:
+    def read_shares(self) -> None:
+        """Read back the pages parsed with ``shares=True`` whose parses were written since the
+        last call, and keep their shares for updatedb (:class:`~nutchy.jobs.updatedb.ParsedShares`)."""
+        written, self._shareable = self._shareable, []
+        if self.shares is None or not written:
+            return
+        by_batch: dict[str, list[str]] = {}
+        for batch_id, key in written:
+            by_batch.setdefault(batch_id, []).append(key)
+        for batch_id, keys in by_batch.items():
+            self.shares.add(self.table, batch_id, keys)
+
+    def take_shares(
+        self, batch_id: str
+    ) -> list[tuple[str, list[tuple[str | None, tuple[Any, ...]]], float]]:
+        """The shares kept of *batch_id*'s pages (see :meth:`read_shares`)."""
+        self.read_shares()
+        return [] if self.shares is None else self.shares.take(batch_id)
+
+    def process(
+        self, pages: Sequence[FetchedPage], write: bool, *, shares: bool = False
+    ) -> list[dict[str, Any]]:
         """Parse *pages* and return their items' fields (those of a
         :class:`~nutchy.items.PageItem`, and of a :class:`~nutchy.items.PageContentItem` with
         *item_content*), in the order the item sets them; write the parses held when *write* or when
@@ -180,7 +212,10 @@ class PageParser:
 
         The fetch outcome a page brings (:attr:`FetchedPage.outcome`) is held before its parse,
         whatever the parse does, and written in the same write (one update of the row: the
-        store merges them, the outcome first); :meth:`take_outcomes` says which were written."""
+        store merges them, the outcome first); :meth:`take_outcomes` says which were written.
+
+        With *shares*, the pages whose parses are written are read back by the next
+        :meth:`read_shares` (the parse process calls it once it has answered)."""
         stored: dict[str, WebPage] = {}
         readable = True
         if pages:
@@ -195,6 +230,7 @@ class PageParser:
             if page.outcome is not None:
                 self._updates.append(page.outcome)
                 self._outcomes.append(page.key)
+        self._sharing = shares and self.shares is not None
         items = [self._parse(page, stored.get(page.key), keep=readable) for page in pages]
         if self._updates and (write or len(self._updates) >= self.flush_size):
             updates, self._updates = self._updates, []
@@ -249,6 +285,8 @@ class PageParser:
             self._updates.append(
                 build_update(fetched.key, change.fields, change.entries, change.replace)
             )
+            if self._sharing and fetched.batch_id != ALL_BATCHES:
+                self._to_share.append((fetched.batch_id, fetched.key))
         item["parse_status"] = parse_status_name(result.status)
         if self.item_parse_fields:
             if "title" in change.fields:
@@ -266,6 +304,7 @@ class PageParser:
         # The outcomes' own count is the fetch's (nutchy.outcomes): those not written go back to
         # it, which writes them, or counts them as not written.
         outcomes, self._outcomes = self._outcomes, []
+        to_share, self._to_share = self._to_share, []
         parses = len(updates) - len(outcomes)
         started = time.monotonic()
         try:
@@ -279,6 +318,7 @@ class PageParser:
             logger.exception("Could not write the parse of %(n)d pages", {"n": parses})
         else:
             self.outcomes_written += outcomes
+            self._shareable += to_share
             if outcomes:
                 # a write of fetch outcomes, as the fetch's own writer counts its writes (the
                 # metrics' store write latency, nutchy.metrics)
@@ -291,6 +331,14 @@ class PageParser:
         self.count("nutch/parse/not_written", count)
         if self.error is None:
             self.error = f"{count} {exc!s}"
+
+
+def parsed_shares(settings: BaseSettings) -> ParsedShares | None:
+    """What keeps updatedb's shares of the pages a parse process parses, when asked
+    (:class:`~nutchy.jobs.updatedb.ParsedShares`), for the updatedb of *settings*; ``None`` when
+    ``NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS`` is 0 (no read ahead)."""
+    limit = get_int(settings, "NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS", 0)
+    return ParsedShares(update_config(settings, None), limit) if limit else None
 
 
 #: nutchy's own item pipelines: none of them reads an item's fields.

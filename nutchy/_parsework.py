@@ -20,8 +20,14 @@ when its input ends. When the fetch's process dies without closing it, the parse
 not written, as they would not be in a thread: ``nutchy parse ID -resume`` parses those pages.
 
 Messages are pickles, one after the other, on the child's standard input and output: first
-``(open_table, options)``, then ``("parse", pages, write)`` answered by ``("ok", fields, stats,
-error, outcomes)`` (or ``("failed", text)``), and ``("close",)``, answered once the table is closed.
+``(open_table, options)``, then ``("parse", pages, write, shares)`` answered by ``("ok", fields,
+stats, error, outcomes)`` (or ``("failed", text)``), ``("shares", batch_id)`` answered by ``("ok",
+shares)``, and ``("close",)``, answered once the table is closed.
+
+With *shares*, once it has answered, the process reads back the rows of the pages whose parses
+it wrote and keeps what updatedb needs of them
+(:class:`~nutchy.jobs.updatedb.ParsedShares`): on this core, during the fetch, rather than in
+the process that runs updatedb after the fetch. ``("shares", batch_id)`` gives them.
 """
 
 from __future__ import annotations
@@ -96,19 +102,33 @@ class ParseProcess:
         self._send((table_opener(settings), PageParser.options(settings)))
 
     def parse(
-        self, pages: Sequence[FetchedPage], write: bool
+        self, pages: Sequence[FetchedPage], write: bool, *, shares: bool = False
     ) -> tuple[list[dict[str, Any]], dict[str, int], str | None, tuple[list[str], list[str]]]:
         """Parse *pages* (and write what is held when *write*) in the process: their items'
         fields, the stats counted, the store error met (see
         :meth:`~nutchy._pageparse.PageParser.take`) and the keys of the rows whose fetch
-        outcome was written or could not be (:meth:`~nutchy._pageparse.PageParser.take_outcomes`)."""
+        outcome was written or could not be (:meth:`~nutchy._pageparse.PageParser.take_outcomes`).
+        With *shares*, the process keeps updatedb's shares of the pages once their parses are
+        written (:meth:`~nutchy._pageparse.PageParser.read_shares`), for :meth:`shares`."""
         from nutchy._pageparse import FetchedPage
 
         # The pages as the parser's own class: a subclass (the spider's item) would pickle
         # as a class of a module that imports Scrapy, with what it holds of this process.
         plain = [p if type(p) is FetchedPage else _plain(p) for p in pages]
+        _, items, stats, error, outcomes = self._call(("parse", plain, write, shares))
+        return items, stats, error, outcomes
+
+    def shares(
+        self, batch_id: str
+    ) -> list[tuple[str, list[tuple[str | None, tuple[Any, ...]]], float]]:
+        """The shares the process kept of *batch_id*'s pages
+        (:meth:`~nutchy._pageparse.PageParser.take_shares`)."""
+        return self._call(("shares", batch_id))[1]  # type: ignore[no-any-return]
+
+    def _call(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Send *message* and return its answer (``("ok", ...)``)."""
         with self._sending:
-            self._send(("parse", plain, write))
+            self._send(message)
             # The answers come in the order of the calls: this one's is read after those of
             # the calls sent before it.
             self._receiving.acquire()
@@ -118,8 +138,7 @@ class ParseProcess:
             self._receiving.release()
         if answer[0] != "ok":
             raise RuntimeError(f"the parse process failed: {answer[1]}")
-        _, items, stats, error, outcomes = answer
-        return items, stats, error, outcomes
+        return answer  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Have the process close the table and end; wait for it."""
@@ -211,18 +230,33 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
                 pickle.dump(("closed",), sink)
                 sink.flush()
                 return
-            _, pages, write = message
+            if message[0] == "shares":
+                try:
+                    answer: tuple[Any, ...] = ("ok", parser.take_shares(message[1]))
+                except Exception as exc:
+                    logging.getLogger(__name__).exception("Cannot give the shares kept")
+                    answer = ("failed", f"{type(exc).__name__}: {exc}")
+                pickle.dump(answer, sink, protocol=pickle.HIGHEST_PROTOCOL)
+                sink.flush()
+                continue
+            _, pages, write, shares = message
             try:
-                items = parser.process(pages, write)
+                items = parser.process(pages, write, shares=shares)
             except Exception as exc:
                 logging.getLogger(__name__).exception("Cannot parse %d pages", len(pages))
-                answer: tuple[Any, ...] = ("failed", f"{type(exc).__name__}: {exc}")
+                answer = ("failed", f"{type(exc).__name__}: {exc}")
             else:
                 answer = ("ok", items, *parser.take(), parser.take_outcomes())
                 if write:  # the end of a batch, or of a fetch
                     release_memory()
             pickle.dump(answer, sink, protocol=pickle.HIGHEST_PROTOCOL)
             sink.flush()
+            # updatedb's shares of the pages just written, read back once the fetch has the
+            # answer and sends the next pages (updatedb reads those it has not)
+            try:
+                parser.read_shares()
+            except Exception:
+                logging.getLogger(__name__).exception("Cannot keep updatedb's shares")
     finally:
         if not closed:
             parser.table.close()

@@ -28,12 +28,13 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from nutchy import _pageparse
-from nutchy._fetch import ALL_BATCHES, batch_fetched, batch_parsed
+from nutchy._fetch import ALL_BATCHES, batch_fetched, batch_parsed, batch_shares
 from nutchy._pageparse import PageParser
 from nutchy.exceptions import StoreError
 from nutchy.items import PageContentItem, PageItem
 from nutchy.jobs._cycle import CUT_STATS, cut_summary, finish_batch, update_config
 from nutchy.jobs._settings import get_bool
+from nutchy.jobs.updatedb import parsed_ahead
 from nutchy.store import open_table
 from nutchy.store.table import WebTable
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
+    from scrapy.signalmanager import SignalManager
     from scrapy.statscollectors import StatsCollector
 
     from nutchy._parsework import ParseProcess
@@ -97,6 +99,7 @@ class NutchParsePipeline:
         stats: StatsCollector,
         start_process: Callable[[], ParseProcess] | None = None,
         start_now: bool = False,
+        signals: SignalManager | None = None,
     ) -> None:
         self.parser = parser
         self.table = parser.table
@@ -120,6 +123,11 @@ class NutchParsePipeline:
         #: parse process said of the outcomes it got (rows written, rows not), not told it yet
         self._outcomes: OutcomeWriter | None = None
         self._outcome_answers: list[tuple[list[str], list[str]]] = []
+        #: where :data:`~nutchy._fetch.batch_shares` is sent
+        self.signals = signals
+        #: whether the parse process keeps updatedb's shares of the pages: when something
+        #: listens for them (known at the first parse, once every component is connected)
+        self._shares: bool | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -141,16 +149,25 @@ class NutchParsePipeline:
             stats=crawler.stats,
             start_process=start_process,
             start_now=crawler.spidercls is not None and issubclass(crawler.spidercls, NutchSpider),
+            signals=crawler.signals,
         )
         crawler.signals.connect(pipeline.batch_fetched, signal=batch_fetched)
         return pipeline
 
     async def batch_fetched(self, batch_id: str, complete: bool) -> None:
         """The batch's last page has come: write what is still held (and the fetch outcomes the
-        parse process could not write, before the batch's updatedb)."""
+        parse process could not write, before the batch's updatedb), then send the shares the
+        parse process kept (:data:`~nutchy._fetch.batch_shares`)."""
         await self._flush()
         if self._outcomes is not None:
             await self._outcomes.drain()
+        if self._shares and self.process is not None and self.signals is not None:
+            try:
+                shares = await run_in_thread(self.process.shares, batch_id)
+            except (OSError, EOFError, RuntimeError) as exc:  # updatedb reads the pages
+                logger.warning("Cannot take updatedb's shares from the parse process: %s", exc)
+                return
+            await self.signals.send_catch_log_async(batch_shares, batch_id=batch_id, shares=shares)
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, FetchedPage):
@@ -247,7 +264,13 @@ class NutchParsePipeline:
             self.process = self.start_process()
         outcomes = None
         if self.process is not None:
-            fields, stats, error, outcomes = self.process.parse(pages, write)
+            if self._shares is None:
+                self._shares = (
+                    self.parser.shares is not None
+                    and self.signals is not None
+                    and _listened(self.signals, batch_shares)
+                )
+            fields, stats, error, outcomes = self.process.parse(pages, write, shares=self._shares)
         else:
             fields = self.parser.process(pages, write)
             stats, error = self.parser.take()
@@ -308,6 +331,8 @@ class NutchDbUpdatePipeline:
         self.table: WebTable | None = None
         #: the stats of pages cut short, as they were when the last batch was updated
         self._cut_before = dict.fromkeys(CUT_STATS, 0)
+        #: the last batch's shares, read back by the parse process (:meth:`batch_shares`)
+        self._shares: tuple[str, list[Any]] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -318,7 +343,13 @@ class NutchDbUpdatePipeline:
         assert crawler.stats is not None
         pipeline = cls(settings, crawler.stats)
         crawler.signals.connect(pipeline.batch_parsed, signal=batch_parsed)
+        crawler.signals.connect(pipeline.batch_shares, signal=batch_shares)
         return pipeline
+
+    def batch_shares(self, batch_id: str, shares: list[Any]) -> None:
+        """Keep the shares the parse process read back of *batch_id*'s pages, for its updatedb
+        (:func:`~nutchy.jobs.updatedb.parsed_ahead`)."""
+        self._shares = (batch_id, shares)
 
     def process_item(self, item: Any) -> Any:
         return item
@@ -348,7 +379,13 @@ class NutchDbUpdatePipeline:
         if self.table is None:
             self.table = open_table(self.settings)
         self.table.checkpoint()  # the fetch's writes, copied into the file beside updatedb
-        parsed, counts = finish_batch(self.table, self.settings, batch, now=_now_ms())
+        ahead = None
+        if self._shares is not None:
+            shared, taken = self._shares
+            self._shares = None
+            if shared == batch_id:
+                ahead = parsed_ahead(batch_id, taken)
+        parsed, counts = finish_batch(self.table, self.settings, batch, now=_now_ms(), ahead=ahead)
         if parsed is not None:
             self.stats.inc_value("nutch/parse/parsed", parsed.parsed)
         for name in ("batch_pages", "existing_targets", "new_rows", "not_added"):
@@ -361,15 +398,19 @@ class NutchDbUpdatePipeline:
             ):
                 if count:
                     self.stats.inc_value(stat, count)
+        early = ""
+        if counts.read_ahead:
+            early = f" ({counts.read_ahead} pages updated from what the parse process read back)"
         logger.info(
             "Updated batch %(batch)s in %(secs).1f s: %(pages)d pages, %(known)d known and"
-            " %(new)d new outlink targets%(cut)s",
+            " %(new)d new outlink targets%(ahead)s%(cut)s",
             {
                 "batch": batch_id,
                 "secs": time.monotonic() - started,
                 "pages": counts.batch_pages,
                 "known": counts.existing_targets,
                 "new": counts.new_rows,
+                "ahead": early,
                 "cut": self._cut_since_last_batch(),
             },
         )
@@ -386,6 +427,16 @@ class NutchDbUpdatePipeline:
             delta["nutch/parse/skipped/truncated"],
             delta["nutch/parse/outlinks_cut"],
         )
+
+
+def _listened(signals: SignalManager, signal: object) -> bool:
+    """Whether a handler is connected to *signal* on *signals* (Scrapy's signal manager connects
+    them with PyDispatcher, with its sender)."""
+    from pydispatch import dispatcher  # type: ignore[import-untyped]
+
+    return any(
+        True for _ in dispatcher.liveReceivers(dispatcher.getAllReceivers(signals.sender, signal))
+    )
 
 
 def _now_ms() -> int:

@@ -20,6 +20,7 @@ import pytest
 from sites import graph_site
 
 from nutchy.config import load_settings
+from nutchy.core.scoring import read_cash
 from nutchy.core.status import CrawlStatus
 from nutchy.store import open_table
 from nutchy.testing.hbase_server import HBaseThriftServer
@@ -58,13 +59,16 @@ def children(pid: int) -> list[str]:
 
 
 def table_of(crawl_dir: Path, **settings: object) -> dict[str, tuple[object, ...]]:
-    """Each row's path -> status, score, inlinks, title, outlinks and the marks left."""
+    """Each row's path -> status, score, cash, distance, inlinks, title, outlinks and the marks
+    left."""
     loaded = load_settings({"NUTCH_CRAWL_DIR": str(crawl_dir), **settings}, project=False)
     with open_table(loaded) as table:
         return {
             page.url.split("/", 3)[3]: (
                 page.status,
                 page.score,
+                read_cash(page.metadata),
+                page.markers.get("dist"),
                 dict(page.inlinks),
                 page.title,
                 sorted(page.outlinks),
@@ -153,6 +157,13 @@ def test_no_fetch_child_runs_and_the_table_is_the_one_a_fetch_child_makes(
         else:
             assert fetchers and all("-rounds" in line for line in fetchers)
         assert err.count("pages parsed") == 2, err
+        # In this process, the parse process reads the pages back for updatedb as it writes
+        # their parses (a fetch child's keeps nothing: updatedb reads them all after the fetch).
+        shared = re.findall(r"updatedb: (\d+) pages updated.*\((\d+) pages? updated from", err)
+        if mode == "true":
+            assert shared == [("1", "1"), ("8", "8")], err
+        else:
+            assert not shared, err
         tables[mode] = table_of(crawl_dir, **settings)
     assert len(tables["true"]) == len(GRAPH)
     assert all(row[0] == CrawlStatus.FETCHED and not row[-1] for row in tables["true"].values())

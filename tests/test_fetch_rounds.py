@@ -74,6 +74,42 @@ def test_rounds_in_one_process_until_nothing_is_due(store, tmp_path, site):
     assert sorted(site.hits) == sorted(["/robots.txt", "/", "/a", "/b", "/c", "/missing"])
 
 
+def test_updatedb_takes_what_the_parse_process_read_back_and_writes_the_same_rows(tmp_path, site):
+    """The parse process reads back the pages whose parses it wrote, for the updatedb of each
+    round (its log line says how many pages it updated from them); the rows are those a crawl
+    whose updatedb reads every page after the fetch writes."""
+    from nutchy.core.scoring import read_cash
+    from nutchy.store.embedded import EmbeddedStore
+
+    root = base(site)
+    rows = {}
+    for limit in (500000, 0):  # NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS: 0 turns it off
+        store = EmbeddedStore(tmp_path / str(limit) / "webpage.sqlite")
+        table = seed(store, f"{root}/")
+        project = FetchProject(
+            tmp_path, store, NUTCH_FETCHER_UPDATEDB=True, NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS=limit
+        )
+        result = project.crawl(None, rounds="10")
+        assert result.returncode == 0, result.log[-3000:]
+        shared = re.findall(r"(\d+) pages updated from what the parse process read", result.log)
+        # every page parsed: not /missing, a 404, which updatedb reads
+        assert shared == (["1", "2", "1"] if limit else []), result.log[-3000:]
+        rows[limit] = {
+            page.url: (
+                page.status,
+                page.score,
+                read_cash(page.metadata),
+                page.markers.get("dist"),
+                page.inlinks,
+                page.fetch_interval,
+            )
+            for page in table.scan()
+        }
+        store.close()
+    assert len(rows[0]) == 5
+    assert rows[500000] == rows[0]
+
+
 def test_rounds_and_top_n_bound_the_crawl(store, tmp_path, site):
     root = base(site)
     table = seed(store, f"{root}/", f"{root}/lost")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import pickle
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -20,8 +21,9 @@ from nutchy.core.status import CrawlStatus, ParseStatusMajor
 from nutchy.core.update import UpdateConfig
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
+from nutchy.exceptions import StoreError
 from nutchy.jobs.parse import parse_batch
-from nutchy.jobs.updatedb import read_ahead, updatedb
+from nutchy.jobs.updatedb import ParsedShares, parsed_ahead, read_ahead, updatedb
 from nutchy.progress import Progress
 from nutchy.store.table import WebTable
 
@@ -386,6 +388,19 @@ def _renamed(table, n: int) -> dict[str, str]:
     }
 
 
+def spy_reads(table) -> list[str]:
+    """The keys *table*'s ``get_many`` reads from now on (until ``del table.get_many``)."""
+    reread: list[str] = []
+    get_many = table.get_many
+
+    def spy(keys, fields=None, **kwargs):
+        reread.extend(keys)
+        return get_many(keys, fields, **kwargs)
+
+    table.get_many = spy
+    return reread
+
+
 def test_updatedb_with_the_batch_read_ahead_writes_what_it_writes_without(table):
     config = UpdateConfig(schedule=DefaultFetchSchedule())
     ahead_keys = _world(table, 1)
@@ -395,14 +410,7 @@ def test_updatedb_with_the_batch_read_ahead_writes_what_it_writes_without(table)
     _fetch_world(table, 1, ahead_keys)
     _fetch_world(table, 2, plain_keys)
 
-    reread: list[str] = []
-    get_many = table.get_many
-
-    def spy(keys, fields=None, **kwargs):
-        reread.extend(keys)
-        return get_many(keys, fields, **kwargs)
-
-    table.get_many = spy
+    reread = spy_reads(table)
     with_ahead = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=ahead)
     # read again: every page still in the batch but the 304 (the deleted row is gone)
     assert sorted(reread) == [ahead_keys[i] for i in (1, 2, 4, 5)]
@@ -458,6 +466,56 @@ def test_read_ahead_holds_at_most_max_outlinks(table):
         table.update(key, {"status": CrawlStatus.NOTMODIFIED}, {"markers": {"_ftcmrk_": "b1"}})
     counts = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=ahead)
     assert (counts.read_ahead, counts.batch_pages) == (2, 6)
+
+
+def test_updatedb_with_the_parsed_pages_read_back_writes_what_it_writes_without(table):
+    """The parse process reads back the pages whose parses it wrote (ParsedShares); updatedb
+    uses a page's share only if the page is still FETCHED in the batch, and writes the rows it
+    writes without them."""
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    shared_keys = _world(table, 1)
+    plain_keys = _world(table, 2)
+    _fetch_world(table, 1, shared_keys)
+    _fetch_world(table, 2, plain_keys)
+    shares = ParsedShares(config, 1000)
+    # the two pages parsed, and the redirect (read as if FETCHED, so not to be used)
+    shares.add(table, "b1", [shared_keys[i] for i in (1, 2, 5)])
+    shares.add(table, "b2", [plain_keys[1]])  # another batch's: dropped when b1's are taken
+    taken = shares.take("b1")
+    assert sorted(key for key, _, _ in taken) == [shared_keys[i] for i in (1, 2, 5)]
+    assert shares.take("b2") == []
+    ahead = parsed_ahead("b1", pickle.loads(pickle.dumps(taken)))
+
+    reread = spy_reads(table)
+    with_shares = updatedb(table, "b1", now=NOW + 1000, config=config, ahead=ahead)
+    # read now: the 304, the redirect and the page left unfetched (the deleted row is gone)
+    assert sorted(reread) == [shared_keys[i] for i in (0, 2, 4)]
+    del table.get_many
+    without = updatedb(table, "b2", now=NOW + 1000, config=config)
+
+    assert (with_shares.read_ahead, without.read_ahead) == (2, 0)
+    assert replace(with_shares, read_ahead=0) == without
+    world_1, world_2 = _renamed(table, 1), _renamed(table, 2)
+    assert world_1 == world_2
+    assert len(world_1) > 6
+
+
+def test_parsed_shares_hold_at_most_max_outlinks_and_nothing_of_a_table_that_cannot_be_read(
+    table,
+):
+    config = UpdateConfig(schedule=DefaultFetchSchedule())
+    keys = _world(table, 1)  # five pages with 6 outlinks each
+    shares = ParsedShares(config, 13)
+    shares.add(table, "b1", keys[:5])
+    assert [key for key, _, _ in shares.take("b1")] == keys[:2]
+
+    def gone(*args, **kwargs):
+        raise StoreError("the store went away")
+
+    table.get_many = gone
+    shares = ParsedShares(config, 1000)
+    shares.add(table, "b1", keys[:5])  # updatedb reads them after the fetch
+    assert shares.take("b1") == []
 
 
 def test_nutchy_crawl_reads_ahead_unless_turned_off(table):

@@ -629,7 +629,7 @@ class _HeldParse:
         self.most = 0
         self.calls: list[list[str]] = []
 
-    def parse(self, pages, write):
+    def parse(self, pages, write, *, shares=False):
         with self.lock:
             self.under_way += 1
             self.most = max(self.most, self.under_way)

@@ -54,7 +54,7 @@ from nutchy.jobs.hostdb import describe_update, update_hostdb_of
 from nutchy.jobs.index import index
 from nutchy.jobs.inject import InjectOptions, InjectResult, inject
 from nutchy.jobs.parse import ParseCounts
-from nutchy.jobs.updatedb import ReadAhead, read_ahead
+from nutchy.jobs.updatedb import ReadAhead, parsed_ahead, read_ahead
 from nutchy.metrics import CrawlMetrics
 from nutchy.store import open_table, table_name
 from nutchy.store.schema import build_update
@@ -309,6 +309,15 @@ class FetchProcesses:
         if not isinstance(fetcher, FetchThread) or fetcher.poll() is not None:
             return None
         return fetcher
+
+    def take_shares(self, batch_id: str, overrides: Mapping[str, Any]) -> list[Any] | None:
+        """The shares of *batch_id*'s pages that the parse process of this process's fetch read
+        back for updatedb (:meth:`FetchThread.take_shares`); ``None`` when the fetch runs in a
+        child, or kept none."""
+        if not self.fetches_here(overrides) or 0 not in self._children:
+            return None
+        fetcher = self._children[0][0]
+        return fetcher.take_shares(batch_id) if isinstance(fetcher, FetchThread) else None
 
     @property
     def processes(self) -> list[Fetcher]:
@@ -894,6 +903,11 @@ def _fetch(
             ahead = _read_ahead(table, settings, batch_id)
     finally:  # never leave a child running unwaited
         runs = [(partition, wait()) for partition, wait in waits]
+    if isinstance(start_fetch, FetchProcesses):
+        # what the parse process of a fetch in this process read back for updatedb
+        shares = start_fetch.take_shares(batch_id, overrides)
+        if shares:
+            ahead = parsed_ahead(batch_id, shares, ahead)
     codes = [(p, run if isinstance(run, int) else run.code) for p, run in runs]
     statuses: dict[str, int] = {}
     cut: dict[str, int] = {}
