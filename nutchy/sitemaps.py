@@ -31,9 +31,12 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import NotConfigured
 from scrapy.spiders import SitemapSpider
 from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_change
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.robotstxt import RobotParser
     from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
@@ -64,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NutchSitemapGuardMiddleware",
     "NutchSitemapPipeline",
+    "NutchSitemapRobotsMiddleware",
     "NutchSitemapSpider",
     "SitemapEntries",
 ]
@@ -138,6 +143,10 @@ class NutchSitemapSpider(SitemapSpider):
             "nutchy.middlewares.NutchFetchMiddleware": None,
             "nutchy.robots.NutchRobotsMiddleware": None,
             "nutchy.sitemaps.NutchSitemapGuardMiddleware": 40,
+            # In the place of Scrapy's (100), which it is, but for the robots.txt answers the
+            # spider holds already.
+            "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+            "nutchy.sitemaps.NutchSitemapRobotsMiddleware": 100,
         },
         "ITEM_PIPELINES": {
             "nutchy.pipelines.NutchParsePipeline": None,
@@ -173,6 +182,10 @@ class NutchSitemapSpider(SitemapSpider):
         self.urls_max = 50_000
         self.depth_max = 2
         self.try_default = True
+        #: the robots.txt answers (their bodies) the spider holds, by ``scheme://host[:port]``:
+        #: those of the crawl's host memory it found, and those it asked for with 200
+        #: (:class:`NutchSitemapRobotsMiddleware` obeys them without asking again)
+        self.robots_answers: dict[str, bytes] = {}
 
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
@@ -219,8 +232,9 @@ class NutchSitemapSpider(SitemapSpider):
                 record = known.get(root.rstrip("/"))
                 if record is not None:
                     # The fetch read this robots.txt lately (the crawl's shared host memory):
-                    # its Sitemap lines, without asking for it again.
+                    # its Sitemap lines, and its rules, without asking for it again.
                     stats.inc_value("nutch/sitemap/robots_remembered")
+                    self.robots_answers[root.rstrip("/")] = record.body
                     for url in self._robots_sitemaps(
                         root + "robots.txt", record.status, record.body
                     ):
@@ -314,6 +328,11 @@ class NutchSitemapSpider(SitemapSpider):
         return ()
 
     def _from_robots(self, response: Response, host: str | None) -> Iterator[Request]:
+        if response.status == 200:
+            # Its rules too: Scrapy's robots.txt middleware would ask the same URL again. (Not
+            # another status: this request follows no redirect, which that middleware's does.)
+            parts = urlsplit(response.url)
+            self.robots_answers[f"{parts.scheme}://{parts.netloc}"] = response.body
         for url in self._robots_sitemaps(response.url, response.status, response.body):
             yield self._request(url, 0, host)
 
@@ -389,6 +408,34 @@ class NutchSitemapGuardMiddleware:
 
         self.guard.install(reactor)  # before anything connects: a no-op once installed
         self.guard.check_url(request.url)  # a host written as a refused address
+
+
+class NutchSitemapRobotsMiddleware(RobotsTxtMiddleware):
+    """Scrapy's robots.txt middleware, for the ``nutch_sitemap`` spider: the rules of a host
+    whose robots.txt answer the spider holds (:attr:`NutchSitemapSpider.robots_answers`: one the
+    fetch keeps in the crawl's host memory, or the one the spider asked for to find the host's
+    ``Sitemap:`` lines) come from that answer, parsed as Scrapy parses the one it fetches
+    (``ROBOTSTXT_PARSER``, for ``ROBOTSTXT_USER_AGENT``), rather than from one more request to
+    the host; the other hosts' robots.txt is fetched by Scrapy's code, as before. A subclass,
+    so that every verdict, stat and log line is Scrapy's own."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self._parser_class = load_object(crawler.settings.get("ROBOTSTXT_PARSER"))
+        self._held: dict[str, RobotParser] = {}
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        answers = getattr(self.crawler.spider, "robots_answers", None)
+        if answers:
+            parts = urlparse_cached(request)
+            origin = f"{parts.scheme}://{parts.netloc}"
+            parser = self._held.get(origin)
+            if parser is None and origin in answers:
+                parser = build_from_crawler(self._parser_class, self.crawler, answers[origin])
+                self._held[origin] = parser
+            if parser is not None:
+                return parser
+        return await super().robot_parser(request)
 
 
 def _reader(body: bytes) -> Sitemap | None:

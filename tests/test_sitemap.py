@@ -169,6 +169,8 @@ def test_robots_txt_leads_to_an_index_of_plain_and_gzipped_sitemaps(site, store,
     assert table.get(f"{root}/private/secret") is None
     assert "/private/c.xml" not in site.asked
     assert "other sites:" in out and _count(out, "other sites") == 1
+    # robots.txt asked once, for its Sitemap lines: its rules are obeyed from that answer.
+    assert site.asked.count("/robots.txt") == 1
 
 
 def _count(out: str, label: str) -> int:
@@ -312,16 +314,21 @@ def test_robots_txt_the_fetch_read_lately_names_the_sitemaps(site, embedded_stor
     table = WebTable(store)
     table.create()
     table.update(reverse_url(f"{root}/"), {"fetch_time": NOW, "score": 1.0})
+    site.add("/private/hidden.xml", _urlset(f"{root}/private/h"))
     memory = open_host_memory(store)
     fresh = int(time.time() * 1000)
-    memory.keep_robots({root: RobotsRecord(fresh, 200, b"Sitemap: /remembered.xml\n")})
+    remembered = b"User-agent: *\nDisallow: /private/\nSitemap: /remembered.xml\nSitemap: /private/hidden.xml\n"
+    memory.keep_robots({root: RobotsRecord(fresh, 200, remembered)})
     memory.close()
     assert _run(store, "-robots") == 0
-    assert _count(capsys.readouterr().out, "new URLs") == 1
+    out = capsys.readouterr().out
+    assert _count(out, "new URLs") == 1
     assert table.get(f"{root}/r") is not None
-    # The Sitemap lines of the crawl's answer, not of the server's robots.txt now (which the
-    # spider still reads once, to obey it).
+    # The Sitemap lines and the rules of the crawl's answer, not of the server's robots.txt now,
+    # which is not asked for: the sitemap its rules disallow is not read (a failure).
     assert "/remembered.xml" in site.asked and "/never-read.xml" not in site.asked
+    assert "/robots.txt" not in site.asked and "/private/hidden.xml" not in site.asked
+    assert _count(out, "sitemaps failed") == 1 and table.get(f"{root}/private/h") is None
     # An answer older than NUTCH_HTTP_ROBOTS_EXPIRY is asked again.
     memory = open_host_memory(store)
     memory.keep_robots({root: RobotsRecord(fresh - 2_000_000, 200, b"")})
@@ -357,7 +364,7 @@ extensions = build_component_list(crawler.settings.getwithbase("EXTENSIONS"))
 assert not [e for e in extensions if "remote_control" in str(e)], extensions
 assert "scrapy.extensions.corestats.CoreStats" in extensions
 assert "CookiesMiddleware" not in middlewares(crawler), middlewares(crawler)
-assert "RobotsTxtMiddleware" in middlewares(crawler), middlewares(crawler)
+assert "NutchSitemapRobotsMiddleware" in middlewares(crawler), middlewares(crawler)
 for module in ("scrapy.extensions.remote_control", "scrapy.downloadermiddlewares.cookies"):
     assert module not in sys.modules, module
 assert "tldextract" not in sys.modules
