@@ -40,14 +40,15 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_change
-from nutchy.core.urls import InvalidURL, normalize_url, reverse_url
+from nutchy.core.urls import InvalidURL, normalize_url, reverse_url, unreverse_url
 from nutchy.exceptions import ConfigError, StoreError
 from nutchy.jobs import _settings
 from nutchy.resolver import AddressGuard
 from nutchy.spiders import leave_out_unused_components
 from nutchy.store import open_table
+from nutchy.store.base import Scan
 from nutchy.store.hosts import RobotsRecord, open_host_memory
-from nutchy.store.schema import RowUpdate, build_update
+from nutchy.store.schema import RowUpdate, build_update, columns_for
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from nutchy.core.sitemap import Made
     from nutchy.core.urlfilter import RegexURLFilter
     from nutchy.core.webpage import WebPage
+    from nutchy.store.base import Store
     from nutchy.store.schema import Cells
     from nutchy.store.table import WebTable
 
@@ -255,20 +257,13 @@ class NutchSitemapSpider(SitemapSpider):
         """``scheme://host[:port]/`` of every row of the table, in key order, and the robots.txt
         answers of their origins that the crawl's host memory holds and are not older than
         ``NUTCH_HTTP_ROBOTS_EXPIRY``."""
-        roots: list[str] = []
-        seen: set[str] = set()
         known: dict[str, RobotsRecord] = {}
         settings = self.crawler.settings
         table = open_table(settings)
         try:
             if not table.exists():
-                return roots, known
-            for page in table.scan(("fetch_time", "status", "score"), skip_errors=True):
-                parts = urlsplit(page.url)
-                root = f"{parts.scheme}://{parts.netloc}/"
-                if root not in seen:
-                    seen.add(root)
-                    roots.append(root)
+                return [], known
+            roots = table_roots(table.store)
             expiry = _settings.get_int(settings, "NUTCH_HTTP_ROBOTS_EXPIRY", 0)
             oldest = int(time.time() * 1000) - expiry * 1000
             memory = open_host_memory(table.store)
@@ -385,6 +380,52 @@ class NutchSitemapSpider(SitemapSpider):
         if item.entries:
             yield item
         stats.inc_value("nutch/sitemap/urls", taken)
+
+
+#: The columns whose rows :func:`table_roots` reads (a row with none of them is not listed).
+_ROOT_COLUMNS: Final = columns_for(("fetch_time", "status", "score"))
+#: Rows :func:`table_roots` reads at a time: at first, and again after a page of few origins.
+ROOTS_PAGE: Final = 16
+#: ... and at most, after pages of many origins (one row or two each).
+ROOTS_PAGE_MAX: Final = 1024
+
+
+def table_roots(store: Store) -> list[str]:
+    """``scheme://host[:port]/`` of every row of the table of *store*, in key order, without
+    reading every row: a scan of a few keys at a time that steps over the rest of the last
+    origin it saw, so that a host of a thousand rows costs a read of a few. Pages grow while
+    they hold about one origin a row (a table of small hosts is read on, as a plain scan
+    would), and shrink again when one holds few. A key that is no URL's is passed over.
+
+    A key's origin is its text before the first ``/`` (reversed host, scheme and port:
+    ``com.foo:http:8080``). Every key of an origin is the origin alone or the origin, ``/`` and
+    the rest, so all of them sort before the origin followed by ``0`` (the byte after ``/``),
+    from where the scan goes on."""
+    roots: list[str] = []
+    start = b""
+    page = ROOTS_PAGE
+    while True:
+        keys = [key for key, _ in store.scan(Scan(start=start, columns=_ROOT_COLUMNS, limit=page))]
+        if not keys:
+            return roots
+        origins: list[bytes] = []
+        for key in keys:
+            slash = key.find(b"/")
+            origin = key if slash < 0 else key[:slash]
+            if origins and origins[-1] == origin:
+                continue
+            origins.append(origin)
+            try:
+                root = unreverse_url(origin.decode("utf-8")) + "/"
+            except (InvalidURL, UnicodeDecodeError):
+                continue
+            if not roots or roots[-1] != root:
+                roots.append(root)
+        if len(keys) < page:
+            return roots
+        # Every key of the last origin sorts before this one ("0" follows "/").
+        start = origins[-1] + b"0"
+        page = min(page * 4, ROOTS_PAGE_MAX) if 2 * len(origins) > len(keys) else ROOTS_PAGE
 
 
 class NutchSitemapGuardMiddleware:
@@ -564,19 +605,30 @@ class NutchSitemapPipeline:
                 self.table.create()
                 self._created = True
             keys = sorted(entries)
-            # New URLs (most of them, the first time) as inject writes seeds: rows with the same
-            # hints share their encoded cells, and the store writes only those it does not
-            # hold; known ones (and any that appeared meanwhile) are changed under modify.
-            known = self.table.get_many(keys, ("fetch_time",))
-            new = [key for key in keys if key not in known]
-            updates = [RowUpdate(key.encode(), self._template(entries[key], made)) for key in new]
-            written = self.table.store.insert_new(updates) if updates else 0
-            counts.injected += written
-            # Rows another writer made meanwhile get the hints too (with the rows just written,
-            # which they leave as they are: insert_new does not say which were which).
-            existing = keys if written < len(new) else [key for key in keys if key in known]
-            if existing:
-                self.table.modify(existing, ROW_FIELDS, change)
+            # Known URLs are changed under modify, which reads each row once; the new ones it
+            # finds (most of them, the first time) are written after it as inject writes seeds:
+            # rows with the same hints share their encoded cells, and the store writes only
+            # those it does not hold.
+            new: list[str] = []
+
+            def change_known(key: str, page: WebPage | None) -> RowUpdate | None:
+                if page is None:
+                    new.append(key)
+                    return None
+                return change(key, page)
+
+            self.table.modify(keys, ROW_FIELDS, change_known)
+            if new:
+                updates = [
+                    RowUpdate(key.encode(), self._template(entries[key], made)) for key in new
+                ]
+                written = self.table.store.insert_new(updates)
+                counts.injected += written
+                if written < len(new):
+                    # Rows another writer made meanwhile get the hints too (with the rows just
+                    # written, which they leave as they are: insert_new does not say which were
+                    # which).
+                    self.table.modify(new, ROW_FIELDS, change)
         return counts
 
     def _template(

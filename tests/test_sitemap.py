@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -15,7 +16,9 @@ from nutchy.core.sitemap import SitemapEntry, make_entry, may_list, sitemap_chan
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
+from nutchy.sitemaps import NutchSitemapPipeline, table_roots
 from nutchy.store.hosts import RobotsRecord, open_host_memory
+from nutchy.store.schema import build_update
 from nutchy.store.table import WebTable
 from tests.sites import ServedPages, store_settings
 
@@ -112,6 +115,88 @@ def test_a_changed_lastmod_makes_a_fetched_page_due(status, lastmod, marked, due
     entry = SitemapEntry("http://a.com/", lastmod=lastmod)
     change = sitemap_change(entry, page, now=NOW, max_interval=90 * DAY, **BOUNDS)
     assert (change is not None and change[0].get("fetch_time") == NOW) is due
+
+
+class _RacingStore:
+    """A store where another writer makes the row *key* just before the first ``insert_new``,
+    and which counts the reads made through ``get_many``."""
+
+    def __init__(self, store, key: str) -> None:
+        self.store = store
+        self.key: str | None = key
+        self.get_many_calls = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    def get_many(self, keys, columns=None):
+        self.get_many_calls += 1
+        return self.store.get_many(keys, columns)
+
+    def insert_new(self, updates):
+        if self.key is not None:
+            WebTable(self.store).update(self.key, {"fetch_time": NOW, "score": 3.0})
+            self.key = None
+        return self.store.insert_new(updates)
+
+
+def test_the_pipeline_reads_each_row_once_and_gives_a_row_made_meanwhile_the_hints(store):
+    racing = _RacingStore(store, reverse_url("http://a.com/b"))
+    table = WebTable(racing)
+    pipeline = NutchSitemapPipeline(
+        table, url_filter=None, normalize=True, max_interval=90 * DAY, **BOUNDS
+    )
+    hints = {"changefreq": "daily", "priority": "0.5"}
+    entries = [{"loc": f"http://a.com/{name}", **hints} for name in "abc"]
+    counts = pipeline.write(entries, now=NOW)
+    assert (counts.injected, counts.updated) == (2, 1)
+    a, b = table.get("http://a.com/a"), table.get("http://a.com/b")
+    assert a is not None and b is not None
+    assert (a.score, a.fetch_interval, a.stm_priority) == (0.5, DAY, 0.5)
+    assert a.markers[Mark.INJECT] == Mark.INJECT_SEED
+    # Made by the other writer: the hints, its own score.
+    assert (b.score, b.fetch_interval, b.stm_priority) == (3.0, DAY, 0.5)
+    # Known rows now, read once each, under modify: no other read.
+    counts = pipeline.write([*entries, {"loc": "http://a.com/d"}], now=NOW)
+    assert (counts.known, counts.injected, counts.updated) == (3, 1, 0)
+    assert racing.get_many_calls == 0
+    assert table.get("http://a.com/d") is not None
+
+
+class _CountingStore:
+    """A store's scans, counting the rows they give."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.rows = 0
+
+    def scan(self, scan, page_size=1000):
+        for row in self.store.scan(scan, page_size):
+            self.rows += 1
+            yield row
+
+
+def test_the_hosts_of_a_table_are_found_without_reading_every_row(store):
+    urls = [f"http://big.example/p{i:03d}" for i in range(100)]
+    urls += [f"https://big.example/s{i}" for i in range(3)]
+    # Port 8's keys, then port 80's (com.example.big:http:8/... < com.example.big:http:80/...).
+    urls += [f"http://big.example:8/p{i:03d}" for i in range(100)]
+    urls += ["http://big.example:80/", "http://big.example:800/x"]
+    urls += [f"http://h{n:02d}.test/" for n in range(40)]  # one row each
+    urls += ["http://foo.com/a", "http://foo-bar.com/", "http://www.foo.com/", "http://foo.com:80/"]
+    keys = [reverse_url(url) for url in urls] + ["com.example.bare:http"]  # a key with no path
+    table = WebTable(store)
+    table.write(build_update(key, {"fetch_time": NOW, "score": 1.0}) for key in keys)
+    # What a scan of every row finds, in key order.
+    expected: list[str] = []
+    for page in table.scan(("score",)):
+        parts = urlsplit(page.url)
+        if f"{parts.scheme}://{parts.netloc}/" not in expected:
+            expected.append(f"{parts.scheme}://{parts.netloc}/")
+    assert len(expected) == 5 + 40 + 4 + 1
+    counting = _CountingStore(store)
+    assert table_roots(counting) == expected
+    assert counting.rows < len(keys) / 2  # the big host's rows are stepped over
 
 
 # --- nutchy sitemap ----------------------------------------------------------------------------
