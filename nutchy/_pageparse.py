@@ -41,7 +41,7 @@ from nutchy.core.status import (
     crawl_status_name,
 )
 from nutchy.core.webpage import WebPage
-from nutchy.exceptions import StoreError
+from nutchy.exceptions import ConfigError, StoreError
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.jobs.updatedb import ParsedShares
@@ -336,9 +336,16 @@ class PageParser:
 def parsed_shares(settings: BaseSettings) -> ParsedShares | None:
     """What keeps updatedb's shares of the pages a parse process parses, when asked
     (:class:`~nutchy.jobs.updatedb.ParsedShares`), for the updatedb of *settings*; ``None`` when
-    ``NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS`` is 0 (no read ahead)."""
+    ``NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS`` is 0 (no read ahead), or when updatedb's settings are
+    wrong: the fetch does not depend on them, and updatedb says what is wrong when it runs."""
     limit = get_int(settings, "NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS", 0)
-    return ParsedShares(update_config(settings, None), limit) if limit else None
+    if not limit:
+        return None
+    try:
+        config = update_config(settings, None)
+    except (ConfigError, ValueError):
+        return None
+    return ParsedShares(config, limit)
 
 
 #: nutchy's own item pipelines: none of them reads an item's fields.

@@ -532,6 +532,20 @@ def test_nutchy_crawl_reads_ahead_unless_turned_off(table):
     assert _read_ahead(table, off, "b1") is None
 
 
+def test_the_parse_process_keeps_shares_unless_turned_off_or_updatedb_is_misconfigured():
+    from nutchy._pageparse import parsed_shares
+    from nutchy.config import load_settings
+
+    kept = parsed_shares(load_settings({}, project=False))
+    assert kept is not None and kept.max_outlinks == 500000
+    for settings in (
+        {"NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS": "0"},
+        # the fetch goes on; updatedb says what is wrong when it runs
+        {"NUTCH_DB_FETCH_RETRY_MAX": "-1"},
+    ):
+        assert parsed_shares(load_settings(settings, project=False)) is None, settings
+
+
 def test_a_page_read_as_a_304_then_fetched_again_is_written_with_its_signatures(table):
     """updatedb reads the pages that answered 304 without their signatures (their parse record
     holds the page's text); one fetched again between the first read and the write (a resumed
