@@ -33,6 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
+from nutchy._imports import import_download_handler
 from nutchy.config import load_settings
 
 #: Stats that make a fetch a failure: the table could not be read or written, or the WARC file
@@ -109,6 +110,7 @@ def run_crawl(
     signal handlers and without a root log handler of Scrapy's (see :class:`FetchThread`)."""
     from scrapy.crawler import CrawlerProcess
 
+    import_download_handler()  # before the crawler's: Scrapy's import of it costs more
     if in_thread:
         settings.set("LOG_INSTALL_ROOT_HANDLER", False, "cmdline")
         level = logging.getLevelName(str(settings.get("LOG_LEVEL")).upper())

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nutchy._fetchrun import _write_report
+from nutchy._imports import import_download_handler
 from nutchy.config import load_settings
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from nutchy.sitemaps import NutchSitemapSpider
 
+    import_download_handler()  # before the crawler's: Scrapy's import of it costs more
     spider_args = json.loads(args[0])
     overrides = json.loads(args[1]) if len(args) == 2 else {}
     settings = load_settings(overrides)

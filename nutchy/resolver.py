@@ -37,6 +37,7 @@ from scrapy.utils.misc import load_object
 from twisted.internet.interfaces import IHostnameResolver, IResolutionReceiver
 from zope.interface import implementer, provider  # type: ignore[import-untyped]
 
+from nutchy._imports import import_download_handler
 from nutchy.core.addresses import AddressPolicy
 from nutchy.exceptions import ConfigError
 
@@ -230,6 +231,7 @@ def check_address_guard(settings: BaseSettings) -> None:
             " it guards the reactor's name resolver"
         )
     handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+    import_download_handler()  # Scrapy's import of it costs more (nutchy._imports)
     expected = load_object(_HTTP11)
     for scheme in ("http", "https"):
         path = handlers.get(scheme)

@@ -185,6 +185,47 @@ print("ok")
     assert done.stdout.strip() == "ok", done.stderr
 
 
+def test_scrapys_download_handler_imported_by_nutchy_makes_the_same_deprecated_aliases():
+    # In processes of their own: the import is the point. Scrapy's own import, then nutchy's,
+    # which gives inspect.stack and inspect.getmodule back as they were.
+    code = """
+import inspect, sys, warnings
+stack, getmodule = inspect.stack, inspect.getmodule
+if sys.argv[1] == "nutchy":
+    from nutchy._imports import import_download_handler
+    import_download_handler()
+else:
+    import scrapy.core.downloader.handlers.http11
+assert (inspect.stack, inspect.getmodule) == (stack, getmodule)
+from scrapy.core.downloader import contextfactory, tls
+from scrapy.exceptions import ScrapyDeprecationWarning
+aliases = (
+    contextfactory.ScrapyClientContextFactory,
+    contextfactory.AcceptableProtocolsContextFactory,
+    tls.ScrapyClientTLSOptions,
+)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    type("Sub", (contextfactory.ScrapyClientContextFactory,), {})
+assert [w.category for w in caught] == [ScrapyDeprecationWarning], caught
+print(*(f"{a.__module__}.{a.__name__}" for a in aliases))
+"""
+    made = [
+        subprocess.run(
+            [sys.executable, "-c", code, way],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        for way in ("scrapy", "nutchy")
+    ]
+    assert made[0].returncode == 0, made[0].stderr
+    assert made[1].returncode == 0, made[1].stderr
+    assert "scrapy.core.downloader.tls.ScrapyClientTLSOptions" in made[0].stdout
+    assert made[1].stdout == made[0].stdout
+
+
 def load(component: object) -> object:
     return load_object(component) if isinstance(component, str) else component
 
