@@ -87,12 +87,13 @@ def read_in_thread(
             ended.set()
 
     # The fetch's reactor, once it runs: imported before the fetch thread installs its own, it
-    # would be Twisted's default, and the fetch's would fail.
+    # would be Twisted's default, and the fetch's would fail. Looked for every 5 ms: the crawl
+    # waits for nothing else (every 50 ms cost it 25 ms on average).
     reactor = None
     while reactor is None or not reactor.running:
         if thread.poll() is not None:
             return 1, {}
-        ended.wait(0.05)
+        ended.wait(0.005)
         if thread.process is not None:
             reactor = sys.modules.get("twisted.internet.reactor")
     reactor.callFromThread(start)
