@@ -17,6 +17,7 @@ from nutchy.cli import main
 from nutchy.config import load_settings
 from nutchy.core.status import CrawlStatus
 from nutchy.exceptions import StoreError
+from nutchy.jobs import crawl as crawl_job
 from nutchy.jobs.crawl import (
     FetchProcesses,
     _reads_ahead,
@@ -26,6 +27,7 @@ from nutchy.jobs.crawl import (
     start_fetch_in_child,
 )
 from nutchy.store import open_table
+from nutchy.store.embedded import EmbeddedStore
 from nutchy.testing.hbase_server import HBaseThriftServer
 
 GRAPH = {
@@ -85,6 +87,28 @@ def crawl_with(crawl_dir, start_fetch, lines, *, rounds=3, **settings):
         start_fetch=start_fetch,
         log=lines.append,
     )
+
+
+def test_a_checkpoint_follows_the_fetch_and_updatedb_of_each_round(crawl_dir, monkeypatch):
+    # The store copies the log of each burst of writes into its file in a thread (the fetch's,
+    # then updatedb's), rather than leaving it to the close after the round's end.
+    events: list[str] = []
+    checkpoint, finish = EmbeddedStore.checkpoint, crawl_job.finish_batch
+
+    def noted_checkpoint(store):
+        events.append("checkpoint")
+        checkpoint(store)
+
+    def noted_finish(*args, **kwargs):
+        done = finish(*args, **kwargs)
+        events.append("updatedb")
+        return done
+
+    monkeypatch.setattr(EmbeddedStore, "checkpoint", noted_checkpoint)
+    monkeypatch.setattr(crawl_job, "finish_batch", noted_finish)
+    report = crawl_with(crawl_dir, start_fetch_in_child, [], rounds=2)
+    assert len(report.batches) == 2
+    assert events == ["checkpoint", "updatedb", "checkpoint"] * 2
 
 
 def left_for(batch):

@@ -739,6 +739,10 @@ def crawl(
                     raise
                 current.done()
                 current = None
+                # updatedb's writes copied into the file in a thread of the store, beside the
+                # end of the round (the history's scan of the table, the next generate), rather
+                # than by the store's close after them
+                table.checkpoint()
                 _note(metrics, rounds_done=number, phase=0)
                 del ahead
                 assert parsed is not None
