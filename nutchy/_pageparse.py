@@ -193,9 +193,7 @@ class PageParser:
         for batch_id, keys in by_batch.items():
             self.shares.add(self.table, batch_id, keys)
 
-    def take_shares(
-        self, batch_id: str
-    ) -> list[tuple[str, list[tuple[str | None, tuple[Any, ...]]], float]]:
+    def take_shares(self, batch_id: str) -> list[Any]:
         """The shares kept of *batch_id*'s pages (see :meth:`read_shares`)."""
         self.read_shares()
         return [] if self.shares is None else self.shares.take(batch_id)

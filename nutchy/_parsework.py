@@ -118,9 +118,7 @@ class ParseProcess:
         _, items, stats, error, outcomes = self._call(("parse", plain, write, shares))
         return items, stats, error, outcomes
 
-    def shares(
-        self, batch_id: str
-    ) -> list[tuple[str, list[tuple[str | None, tuple[Any, ...]]], float]]:
+    def shares(self, batch_id: str) -> list[Any]:
         """The shares the process kept of *batch_id*'s pages
         (:meth:`~nutchy._pageparse.PageParser.take_shares`)."""
         return self._call(("shares", batch_id))[1]  # type: ignore[no-any-return]

@@ -485,7 +485,7 @@ def test_updatedb_with_the_parsed_pages_read_back_writes_what_it_writes_without(
     shares.add(table, "b1", [shared_keys[i] for i in (1, 2, 5)])
     shares.add(table, "b2", [plain_keys[1]])  # another batch's: dropped when b1's are taken
     taken = shares.take("b1")
-    assert sorted(key for key, _, _ in taken) == [shared_keys[i] for i in (1, 2, 5)]
+    assert sorted(key for key, *_ in taken) == [shared_keys[i] for i in (1, 2, 5)]
     assert shares.take("b2") == []
     ahead = parsed_ahead("b1", pickle.loads(pickle.dumps(taken)))
 
@@ -510,7 +510,7 @@ def test_parsed_shares_hold_at_most_max_outlinks_and_nothing_of_a_table_that_can
     keys = _world(table, 1)  # five pages with 6 outlinks each
     shares = ParsedShares(config, 13)
     shares.add(table, "b1", keys[:5])
-    assert [key for key, _, _ in shares.take("b1")] == keys[:2]
+    assert [key for key, *_ in shares.take("b1")] == keys[:2]
 
     def gone(*args, **kwargs):
         raise StoreError("the store went away")

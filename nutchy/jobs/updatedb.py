@@ -26,10 +26,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nutchy.core.status import CrawlStatus, Mark
 from nutchy.core.update import (
@@ -180,6 +181,12 @@ def read_ahead(
     return ahead
 
 
+#: A page's share as :class:`ParsedShares` keeps it: (row key, cash given, source URL, distance,
+#: target row keys, anchors, scores); its inlinks all carry the page's URL and distance, and
+#: none is stored (the page is FETCHED). Plain values, in a third of the memory of the inlinks.
+_KeptShare = tuple[str, float, str, "int | None", list["str | None"], list[str], "array[float]"]
+
+
 class ParsedShares:
     """updatedb's first read of the pages a batch's fetch parses, done as their parses are
     written, by the process that writes them (the parse process, :mod:`nutchy._parsework`, on
@@ -189,19 +196,19 @@ class ParsedShares:
     crawl).
 
     :meth:`add` reads the rows of the pages whose parses were just written and keeps each
-    page's share as if its status is FETCHED, what a page parsed during the fetch becomes;
-    :meth:`take` gives a batch's shares as plain tuples (they pickle three times faster than
-    :class:`~nutchy.core.update.Inlink`), and :func:`parsed_ahead` makes them a
-    :class:`ReadAhead` for :func:`updatedb`, which uses a page's share only if the page is still
-    FETCHED and in the batch then (its outlinks are the parse's; its cash and distance are those
-    the page shares out: see :func:`read_ahead`). It stops keeping a batch's shares before they
-    hold more than *max_outlinks* outlinks: the pages left are read after the fetch.
+    page's share as if its status is FETCHED, what a page parsed during the fetch becomes, in
+    plain values (:data:`_KeptShare`); :meth:`take` gives a batch's shares, and
+    :func:`parsed_ahead` makes them a :class:`ReadAhead` for :func:`updatedb`, which uses a page's
+    share only if the page is still FETCHED and in the batch then (its outlinks are the parse's;
+    its cash and distance are those the page shares out: see :func:`read_ahead`). It stops
+    keeping a batch's shares before they hold more than *max_outlinks* outlinks: the pages left
+    are read after the fetch.
     """
 
     def __init__(self, config: UpdateConfig, max_outlinks: int) -> None:
         self.config = config
         self.max_outlinks = max_outlinks
-        self._shares: dict[str, dict[str, _Share]] = {}
+        self._shares: dict[str, list[_KeptShare]] = {}
         self._keys: dict[str, _Keys] = {}
         self._room: dict[str, int] = {}
 
@@ -211,7 +218,7 @@ class ParsedShares:
         room = self._room.setdefault(batch_id, self.max_outlinks)
         if room < 0 or not keys:
             return
-        shares = self._shares.setdefault(batch_id, {})
+        shares = self._shares.setdefault(batch_id, [])
         resolved = self._keys.setdefault(batch_id, _Keys())
         config = self.config
         try:
@@ -224,32 +231,38 @@ class ParsedShares:
                     if room < 0:
                         break
                     page.status = CrawlStatus.FETCHED
-                    shares[key] = _resolve(share_cash(page, config), resolved)
+                    inlinks, given = share_cash(page, config)
+                    # every inlink of a page carries its URL and distance
+                    first = inlinks[0][1] if inlinks else None
+                    shares.append(
+                        (
+                            key,
+                            given,
+                            "" if first is None else first.source,
+                            None if first is None else first.distance,
+                            [resolved[target] for target, _ in inlinks],
+                            [inlink.anchor for _, inlink in inlinks],
+                            array("d", [inlink.score for _, inlink in inlinks]),
+                        )
+                    )
                 if room < 0:
                     break
         except StoreError as exc:
             logger.debug("Cannot read back %d parsed pages of %s: %s", len(keys), batch_id, exc)
         self._room[batch_id] = room
 
-    def take(
-        self, batch_id: str
-    ) -> list[tuple[str, list[tuple[str | None, tuple[Any, ...]]], float]]:
-        """The shares kept of *batch_id*'s pages, as plain tuples, forgotten here (with those of
-        every other batch: a batch's shares are taken once it is fetched)."""
-        shares = self._shares.pop(batch_id, {})
+    def take(self, batch_id: str) -> list[_KeptShare]:
+        """The shares kept of *batch_id*'s pages, forgotten here (with those of every other
+        batch: a batch's shares are taken once it is fetched)."""
+        shares = self._shares.pop(batch_id, [])
         self._shares.clear()
         self._keys.clear()
         self._room.clear()
-        return [
-            (key, [(target, tuple(inlink)) for target, inlink in inlinks], given)
-            for key, (inlinks, given) in shares.items()
-        ]
+        return shares
 
 
 def parsed_ahead(
-    batch_id: str,
-    taken: Iterable[tuple[str, list[tuple[str | None, tuple[Any, ...]]], float]],
-    ahead: ReadAhead | None = None,
+    batch_id: str, taken: Iterable[_KeptShare], ahead: ReadAhead | None = None
 ) -> ReadAhead:
     """*ahead* (a new :class:`ReadAhead` of *batch_id* when ``None``) with the shares *taken*
     from a :class:`ParsedShares`."""
@@ -257,8 +270,11 @@ def parsed_ahead(
         ahead = ReadAhead(batch_id)
     make = tuple.__new__
     parsed = ahead.parsed
-    for key, inlinks, given in taken:
-        parsed[key] = [(target, make(Inlink, inlink)) for target, inlink in inlinks], given
+    for key, given, source, distance, targets, anchors, scores in taken:
+        parsed[key] = [
+            (target, make(Inlink, (source, anchor, score, distance, False)))
+            for target, anchor, score in zip(targets, anchors, scores, strict=True)
+        ], given
     return ahead
 
 
