@@ -59,7 +59,7 @@ batch_updated: Final = object()
 
 #: Sent by :class:`~nutchy.pipelines.NutchParsePipeline` once a batch is fetched and its parses
 #: written, when something in the process listens and a parse process parsed the pages: the
-#: shares of the batch's parsed pages that the parse process read back for updatedb
+#: shares of the batch's parsed pages that the parse process kept for updatedb
 #: (:class:`~nutchy.jobs.updatedb.ParsedShares`; :func:`~nutchy.jobs.updatedb.parsed_ahead`
 #: makes them updatedb's read ahead). :class:`~nutchy.pipelines.NutchDbUpdatePipeline` and the
 #: fetch thread of ``nutchy crawl`` keep them. Arguments: ``batch_id``, ``shares``.

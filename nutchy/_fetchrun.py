@@ -246,7 +246,7 @@ class FetchThread:
             self._shares = (batch_id, shares)
 
     def take_shares(self, batch_id: str) -> list[Any] | None:
-        """The shares of *batch_id*'s pages that the parse process read back for updatedb
+        """The shares of *batch_id*'s pages that the parse process kept for updatedb
         (:data:`~nutchy._fetch.batch_shares`), once: ``None`` when there are none (those of another
         batch are dropped)."""
         with self._lock:

@@ -93,6 +93,12 @@ class FetchedPage:
     outcome: RowUpdate | None = field(default=None, repr=False)
 
 
+#: What the parser reads of the rows of the pages it parses: for the signature move and the
+#: item's score; and their cash (``mtdt:_csh_``) too when it keeps updatedb's shares.
+_READ: Final = ("signature", "prev_signature", "markers", "score")
+_SHARE_READ: Final = (*_READ, "metadata")
+
+
 class PageParser:
     """Parses :class:`FetchedPage` objects and writes their parse to *table*: the work of
     :class:`~nutchy.pipelines.NutchParsePipeline`, without Scrapy, so that it runs in a thread
@@ -140,9 +146,10 @@ class PageParser:
         self.outcomes_failed: list[str] = []
         #: keeps updatedb's shares of the pages parsed with ``shares=True`` (:meth:`process`)
         self.shares = shares
-        #: (batch, key) of those pages: held with their parses, then written, not read back yet
-        self._to_share: list[tuple[str, str]] = []
-        self._shareable: list[tuple[str, str]] = []
+        #: (batch, page as its parse leaves it) of those pages: held with their parses, then
+        #: written, their shares not kept yet
+        self._to_share: list[tuple[str, WebPage]] = []
+        self._shareable: list[tuple[str, WebPage]] = []
         self._sharing = False
 
     @classmethod
@@ -182,16 +189,17 @@ class PageParser:
         return written, failed
 
     def read_shares(self) -> None:
-        """Read back the pages parsed with ``shares=True`` whose parses were written since the
-        last call, and keep their shares for updatedb (:class:`~nutchy.jobs.updatedb.ParsedShares`)."""
+        """Keep updatedb's shares (:class:`~nutchy.jobs.updatedb.ParsedShares`) of the pages
+        parsed with ``shares=True`` whose parses were written since the last call."""
         written, self._shareable = self._shareable, []
         if self.shares is None or not written:
             return
-        by_batch: dict[str, list[str]] = {}
-        for batch_id, key in written:
-            by_batch.setdefault(batch_id, []).append(key)
-        for batch_id, keys in by_batch.items():
-            self.shares.add(self.table, batch_id, keys)
+        by_batch: dict[str, list[WebPage]] = {}
+        for batch_id, page in written:
+            if batch_id != ALL_BATCHES:
+                by_batch.setdefault(batch_id, []).append(page)
+        for batch_id, pages in by_batch.items():
+            self.shares.add(batch_id, pages)
 
     def take_shares(self, batch_id: str) -> list[Any]:
         """The shares kept of *batch_id*'s pages (see :meth:`read_shares`)."""
@@ -212,14 +220,16 @@ class PageParser:
         whatever the parse does, and written in the same write (one update of the row: the
         store merges them, the outcome first); :meth:`take_outcomes` says which were written.
 
-        With *shares*, the pages whose parses are written are read back by the next
-        :meth:`read_shares` (the parse process calls it once it has answered)."""
+        With *shares*, the next :meth:`read_shares` keeps updatedb's shares of the pages whose
+        parses are written (the parse process calls it once it has answered); their rows' cash is
+        read with the rest."""
         stored: dict[str, WebPage] = {}
         readable = True
+        sharing = shares and self.shares is not None
         if pages:
             try:
                 stored = self.table.get_many(
-                    [p.key for p in pages], ["signature", "prev_signature", "markers", "score"]
+                    [p.key for p in pages], _SHARE_READ if sharing else _READ
                 )
             except StoreError as exc:
                 self._not_written(len(pages), exc)
@@ -228,7 +238,7 @@ class PageParser:
             if page.outcome is not None:
                 self._updates.append(page.outcome)
                 self._outcomes.append(page.key)
-        self._sharing = shares and self.shares is not None
+        self._sharing = sharing
         items = [self._parse(page, stored.get(page.key), keep=readable) for page in pages]
         if self._updates and (write or len(self._updates) >= self.flush_size):
             updates, self._updates = self._updates, []
@@ -283,8 +293,17 @@ class PageParser:
             self._updates.append(
                 build_update(fetched.key, change.fields, change.entries, change.replace)
             )
-            if self._sharing and fetched.batch_id != ALL_BATCHES:
-                self._to_share.append((fetched.batch_id, fetched.key))
+            parsed_links = change.replace.get("outlinks")
+            if self._sharing and row is not None and parsed_links is not None:
+                # the row's outlinks once written: what updatedb shares out (another parse
+                # status leaves the row's outlinks, or adds to them: updatedb reads it)
+                shared = WebPage(
+                    fetched.key,
+                    outlinks=cast("dict[str, str]", parsed_links),
+                    metadata=row.metadata,
+                    markers=row.markers,
+                )
+                self._to_share.append((fetched.batch_id, shared))
         item["parse_status"] = parse_status_name(result.status)
         if self.item_parse_fields:
             if "title" in change.fields:

@@ -24,10 +24,11 @@ Messages are pickles, one after the other, on the child's standard input and out
 stats, error, outcomes)`` (or ``("failed", text)``), ``("shares", batch_id)`` answered by ``("ok",
 shares)``, and ``("close",)``, answered once the table is closed.
 
-With *shares*, once it has answered, the process reads back the rows of the pages whose parses
-it wrote and keeps what updatedb needs of them
-(:class:`~nutchy.jobs.updatedb.ParsedShares`): on this core, during the fetch, rather than in
-the process that runs updatedb after the fetch. ``("shares", batch_id)`` gives them.
+With *shares*, once it has answered, the process keeps what updatedb needs of the pages whose
+parses it wrote (:class:`~nutchy.jobs.updatedb.ParsedShares`): their outlinks, and the cash and
+distance of their rows, read with the rest. This is updatedb's first read, on this core,
+during the fetch, rather than in the process that runs updatedb after the fetch.
+``("shares", batch_id)`` gives them.
 """
 
 from __future__ import annotations
@@ -249,8 +250,8 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
                     release_memory()
             pickle.dump(answer, sink, protocol=pickle.HIGHEST_PROTOCOL)
             sink.flush()
-            # updatedb's shares of the pages just written, read back once the fetch has the
-            # answer and sends the next pages (updatedb reads those it has not)
+            # updatedb's shares of the pages just written, once the fetch has the answer and
+            # sends the next pages (updatedb reads those it has not)
             try:
                 parser.read_shares()
             except Exception:

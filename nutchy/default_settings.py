@@ -40,7 +40,7 @@ NUTCH_CRAWL_HISTORY = True
 
 # (nutchy only) nutchy crawl reads what updatedb needs of a batch while the batch is fetched, and
 # keeps it for the pages that answer 304: at most this many outlinks (about 500 bytes each);
-# 0 turns it off. It also caps what the parse process reads back of the pages it parses, for
+# 0 turns it off. It also caps what the parse process keeps of the pages it parses, for
 # the updatedb of nutchy crawl's own process or of scrapy crawl nutch.
 NUTCH_CRAWL_READ_AHEAD_MAX_OUTLINKS = 500000
 

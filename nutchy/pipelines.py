@@ -331,7 +331,7 @@ class NutchDbUpdatePipeline:
         self.table: WebTable | None = None
         #: the stats of pages cut short, as they were when the last batch was updated
         self._cut_before = dict.fromkeys(CUT_STATS, 0)
-        #: the last batch's shares, read back by the parse process (:meth:`batch_shares`)
+        #: the last batch's shares, kept by the parse process (:meth:`batch_shares`)
         self._shares: tuple[str, list[Any]] | None = None
 
     @classmethod
@@ -347,7 +347,7 @@ class NutchDbUpdatePipeline:
         return pipeline
 
     def batch_shares(self, batch_id: str, shares: list[Any]) -> None:
-        """Keep the shares the parse process read back of *batch_id*'s pages, for its updatedb
+        """Keep the shares the parse process kept of *batch_id*'s pages, for its updatedb
         (:func:`~nutchy.jobs.updatedb.parsed_ahead`)."""
         self._shares = (batch_id, shares)
 
@@ -400,7 +400,7 @@ class NutchDbUpdatePipeline:
                     self.stats.inc_value(stat, count)
         early = ""
         if counts.read_ahead:
-            early = f" ({counts.read_ahead} pages updated from what the parse process read back)"
+            early = f" ({counts.read_ahead} pages updated from what the parse process kept)"
         logger.info(
             "Updated batch %(batch)s in %(secs).1f s: %(pages)d pages, %(known)d known and"
             " %(new)d new outlink targets%(ahead)s%(cut)s",

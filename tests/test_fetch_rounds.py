@@ -75,7 +75,7 @@ def test_rounds_in_one_process_until_nothing_is_due(store, tmp_path, site):
 
 
 def test_updatedb_takes_what_the_parse_process_read_back_and_writes_the_same_rows(tmp_path, site):
-    """The parse process reads back the pages whose parses it wrote, for the updatedb of each
+    """The parse process keeps what the pages whose parses it wrote give their outlinks, for the updatedb of each
     round (its log line says how many pages it updated from them); the rows are those a crawl
     whose updatedb reads every page after the fetch writes."""
     from nutchy.core.scoring import read_cash
@@ -91,7 +91,7 @@ def test_updatedb_takes_what_the_parse_process_read_back_and_writes_the_same_row
         )
         result = project.crawl(None, rounds="10")
         assert result.returncode == 0, result.log[-3000:]
-        shared = re.findall(r"(\d+) pages updated from what the parse process read", result.log)
+        shared = re.findall(r"(\d+) pages updated from what the parse process kept", result.log)
         # every page parsed: not /missing, a 404, which updatedb reads
         assert shared == (["1", "2", "1"] if limit else []), result.log[-3000:]
         rows[limit] = {

@@ -18,10 +18,9 @@ from nutchy.core.schedule import AdaptiveFetchSchedule, DefaultFetchSchedule
 from nutchy.core.scoring import cash_bytes, read_cash
 from nutchy.core.signature import MD5Signature
 from nutchy.core.status import CrawlStatus, ParseStatusMajor
-from nutchy.core.update import UpdateConfig
+from nutchy.core.update import SHARE_FIELDS, UpdateConfig
 from nutchy.core.urls import reverse_url
 from nutchy.core.webpage import WebPage
-from nutchy.exceptions import StoreError
 from nutchy.jobs.parse import parse_batch
 from nutchy.jobs.updatedb import ParsedShares, parsed_ahead, read_ahead, updatedb
 from nutchy.progress import Progress
@@ -471,19 +470,20 @@ def test_read_ahead_holds_at_most_max_outlinks(table):
     assert (counts.read_ahead, counts.batch_pages) == (2, 6)
 
 
-def test_updatedb_with_the_parsed_pages_read_back_writes_what_it_writes_without(table):
-    """The parse process reads back the pages whose parses it wrote (ParsedShares); updatedb
-    uses a page's share only if the page is still FETCHED in the batch, and writes the rows it
-    writes without them."""
+def test_updatedb_with_the_shares_the_parse_process_kept_writes_what_it_writes_without(table):
+    """The parse process keeps the shares of the pages whose parses it wrote (ParsedShares);
+    updatedb uses a page's share only if the page is still FETCHED in the batch, and writes the
+    rows it writes without them."""
     config = UpdateConfig(schedule=DefaultFetchSchedule())
     shared_keys = _world(table, 1)
     plain_keys = _world(table, 2)
     _fetch_world(table, 1, shared_keys)
     _fetch_world(table, 2, plain_keys)
     shares = ParsedShares(config, 1000)
-    # the two pages parsed, and the redirect (read as if FETCHED, so not to be used)
-    shares.add(table, "b1", [shared_keys[i] for i in (1, 2, 5)])
-    shares.add(table, "b2", [plain_keys[1]])  # another batch's: dropped when b1's are taken
+    # the two pages parsed, and the redirect (kept as if FETCHED, so not to be used)
+    shares.add("b1", table.get_many([shared_keys[i] for i in (1, 2, 5)], SHARE_FIELDS).values())
+    # another batch's: dropped when b1's are taken
+    shares.add("b2", table.get_many([plain_keys[1]], SHARE_FIELDS).values())
     taken = shares.take("b1")
     assert sorted(key for key, *_ in taken) == [shared_keys[i] for i in (1, 2, 5)]
     assert shares.take("b2") == []
@@ -503,22 +503,16 @@ def test_updatedb_with_the_parsed_pages_read_back_writes_what_it_writes_without(
     assert len(world_1) > 6
 
 
-def test_parsed_shares_hold_at_most_max_outlinks_and_nothing_of_a_table_that_cannot_be_read(
-    table,
-):
+def test_parsed_shares_hold_at_most_max_outlinks_and_only_the_pages_of_the_batch(table):
     config = UpdateConfig(schedule=DefaultFetchSchedule())
     keys = _world(table, 1)  # five pages with 6 outlinks each
+    pages = table.get_many(keys[:5], SHARE_FIELDS)
     shares = ParsedShares(config, 13)
-    shares.add(table, "b1", keys[:5])
+    shares.add("b1", [pages[k] for k in keys[:5]])
     assert [key for key, *_ in shares.take("b1")] == keys[:2]
-
-    def gone(*args, **kwargs):
-        raise StoreError("the store went away")
-
-    table.get_many = gone
     shares = ParsedShares(config, 1000)
-    shares.add(table, "b1", keys[:5])  # updatedb reads them after the fetch
-    assert shares.take("b1") == []
+    shares.add("b2", pages.values())  # updatedb reads them after the fetch
+    assert shares.take("b2") == []
 
 
 def test_nutchy_crawl_reads_ahead_unless_turned_off(table):

@@ -908,7 +908,7 @@ def _fetch(
     finally:  # never leave a child running unwaited
         runs = [(partition, wait()) for partition, wait in waits]
     if isinstance(start_fetch, FetchProcesses):
-        # what the parse process of a fetch in this process read back for updatedb
+        # what the parse process of a fetch in this process kept for updatedb
         shares = start_fetch.take_shares(batch_id, overrides)
         if shares:
             ahead = parsed_ahead(batch_id, shares, ahead)

@@ -27,7 +27,7 @@ import contextlib
 import gc
 import logging
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -45,7 +45,6 @@ from nutchy.core.update import (
 )
 from nutchy.core.urls import InvalidURL, reverse_url
 from nutchy.core.webpage import WebPage
-from nutchy.exceptions import StoreError
 from nutchy.jobs._regions import Tasks, run
 from nutchy.store.schema import RowUpdate, build_update
 
@@ -150,7 +149,7 @@ class ReadAhead:
     shares: dict[str, _Share] = field(default_factory=dict)
     keys: _Keys = field(default_factory=_Keys)
     #: the share of each page the fetch answered with 200 and the parse process parsed, as if
-    #: its status is FETCHED, read back once its parse was written (:class:`ParsedShares`)
+    #: its status is FETCHED, kept once its parse was written (:class:`ParsedShares`)
     parsed: dict[str, _Share] = field(default_factory=dict)
 
 
@@ -193,11 +192,11 @@ class ParsedShares:
     another core while the fetch goes on) rather than after the fetch by the one that runs
     updatedb, which reads the batch's outlinks back from the table then, with the fetch and the
     parse process idle (reading and sharing them out was 45% of updatedb's time in a first
-    crawl).
+    crawl). The parse process has the outlinks at hand: it reads nothing more than the cash and
+    marks of the rows, with what it reads of them for the parse.
 
-    :meth:`add` reads the rows of the pages whose parses were just written and keeps each
-    page's share as if its status is FETCHED, what a page parsed during the fetch becomes, in
-    plain values (:data:`_KeptShare`); :meth:`take` gives a batch's shares, and
+    :meth:`add` keeps the share of each page whose parse was just written, as if its status is
+    FETCHED, what a page parsed during the fetch becomes, in plain values (:data:`_KeptShare`); :meth:`take` gives a batch's shares, and
     :func:`parsed_ahead` makes them a :class:`ReadAhead` for :func:`updatedb`, which uses a page's
     share only if the page is still FETCHED and in the batch then (its outlinks are the parse's;
     its cash and distance are those the page shares out: see :func:`read_ahead`). It stops
@@ -212,43 +211,37 @@ class ParsedShares:
         self._keys: dict[str, _Keys] = {}
         self._room: dict[str, int] = {}
 
-    def add(self, table: WebTable, batch_id: str, keys: Sequence[str]) -> None:
-        """Read the rows *keys* of *batch_id*, whose parses were just written, and keep their
-        shares (none when the rows cannot be read: updatedb reads them)."""
+    def add(self, batch_id: str, pages: Iterable[WebPage]) -> None:
+        """Keep the shares of *pages* of *batch_id*, whose parses were just written: each with
+        the outlinks its parse wrote, and the cash and marks its row held (read before the parse:
+        neither the parse nor the fetch's outcome changes them)."""
         room = self._room.setdefault(batch_id, self.max_outlinks)
-        if room < 0 or not keys:
+        if room < 0:
             return
         shares = self._shares.setdefault(batch_id, [])
         resolved = self._keys.setdefault(batch_id, _Keys())
         config = self.config
-        try:
-            for start in range(0, len(keys), table.read_limit):
-                chunk = keys[start : start + table.read_limit]
-                for key, page in table.get_many(chunk, SHARE_FIELDS, skip_errors=True).items():
-                    if not in_batch(page, batch_id):
-                        continue
-                    room -= len(page.outlinks)
-                    if room < 0:
-                        break
-                    page.status = CrawlStatus.FETCHED
-                    inlinks, given = share_cash(page, config)
-                    # every inlink of a page carries its URL and distance
-                    first = inlinks[0][1] if inlinks else None
-                    shares.append(
-                        (
-                            key,
-                            given,
-                            "" if first is None else first.source,
-                            None if first is None else first.distance,
-                            [resolved[target] for target, _ in inlinks],
-                            [inlink.anchor for _, inlink in inlinks],
-                            array("d", [inlink.score for _, inlink in inlinks]),
-                        )
-                    )
-                if room < 0:
-                    break
-        except StoreError as exc:
-            logger.debug("Cannot read back %d parsed pages of %s: %s", len(keys), batch_id, exc)
+        for page in pages:
+            if not in_batch(page, batch_id):
+                continue
+            room -= len(page.outlinks)
+            if room < 0:
+                break
+            page.status = CrawlStatus.FETCHED
+            inlinks, given = share_cash(page, config)
+            # every inlink of a page carries its URL and distance
+            first = inlinks[0][1] if inlinks else None
+            shares.append(
+                (
+                    page.key,
+                    given,
+                    "" if first is None else first.source,
+                    None if first is None else first.distance,
+                    [resolved[target] for target, _ in inlinks],
+                    [inlink.anchor for _, inlink in inlinks],
+                    array("d", [inlink.score for _, inlink in inlinks]),
+                )
+            )
         self._room[batch_id] = room
 
     def take(self, batch_id: str) -> list[_KeptShare]:
@@ -271,10 +264,13 @@ def parsed_ahead(
     make = tuple.__new__
     parsed = ahead.parsed
     for key, given, source, distance, targets, anchors, scores in taken:
-        parsed[key] = [
-            (target, make(Inlink, (source, anchor, score, distance, False)))
-            for target, anchor, score in zip(targets, anchors, scores, strict=True)
-        ], given
+        parsed[key] = (
+            [
+                (target, make(Inlink, (source, anchor, score, distance, False)))
+                for target, anchor, score in zip(targets, anchors, scores, strict=True)
+            ],
+            given,
+        )
     return ahead
 
 
@@ -294,7 +290,7 @@ def _shares(
 ) -> Iterable[tuple[str, _Share, bool]]:
     """Each page of the batch with its share and whether its fetch answered 304 (status
     NOTMODIFIED when read), in key order: from *ahead* for pages the fetch answered with 304
-    and those still FETCHED that the parse process read back, read now for the others (range
+    and those still FETCHED that the parse process kept, read now for the others (range
     by range in *tasks* without *ahead*)."""
     marker = None if batch_id is None else (Mark.GENERATE, batch_id)
     if ahead is None or ahead.batch_id != batch_id or not (ahead.shares or ahead.parsed):
