@@ -311,13 +311,11 @@ class FetchProcesses:
         return fetcher
 
     def take_shares(self, batch_id: str, overrides: Mapping[str, Any]) -> list[Any] | None:
-        """The shares of *batch_id*'s pages that the parse process of this process's fetch read
-        back for updatedb (:meth:`FetchThread.take_shares`); ``None`` when the fetch runs in a
-        child, or kept none."""
-        if not self.fetches_here(overrides) or 0 not in self._children:
-            return None
-        fetcher = self._children[0][0]
-        return fetcher.take_shares(batch_id) if isinstance(fetcher, FetchThread) else None
+        """The shares of *batch_id*'s pages that the parse process of this process's fetch kept
+        for updatedb (:meth:`FetchThread.take_shares`); ``None`` when the fetch runs in a child,
+        or kept none."""
+        thread = self.fetch_thread(overrides)
+        return None if thread is None else thread.take_shares(batch_id)
 
     @property
     def processes(self) -> list[Fetcher]:
