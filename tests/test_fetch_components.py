@@ -125,6 +125,15 @@ def test_the_spider_leaves_out_components_it_does_not_need_unless_the_project_li
     assert settings.getbool("COOKIES_ENABLED")
 
 
+def run_program(code: str) -> None:
+    """Run *code* in a Python process of its own (what it imports is the point), which prints
+    ``ok`` once its assertions pass."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+
+
 def test_the_spider_leaves_out_scrapys_remote_control_without_importing_it():
     # In a process of its own: whether the module was imported is the point, and this process
     # may have imported it already.
@@ -149,10 +158,7 @@ extensions = build_component_list(crawler.settings.getwithbase("EXTENSIONS"))
 assert load_object(PATH) in [load_object(e) for e in extensions], extensions
 print("ok")
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.stdout.strip() == "ok", done.stderr
+    run_program(code)
 
 
 def test_the_spider_leaves_out_scrapys_cookies_middleware_while_cookies_are_off():
@@ -179,10 +185,7 @@ listed = {"DOWNLOADER_MIDDLEWARES": {COOKIES_MIDDLEWARE: 700}, "COOKIES_ENABLED"
 assert "CookiesMiddleware" in middlewares(listed)
 print("ok")
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.stdout.strip() == "ok", done.stderr
+    run_program(code)
 
 
 def test_scrapys_download_handler_imported_by_nutchy_makes_the_same_deprecated_aliases():
