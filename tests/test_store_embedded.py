@@ -221,7 +221,7 @@ def _rows_in_the_file(path) -> int:
 
 def test_a_checkpoint_copies_the_log_into_the_file_while_the_store_goes_on(tmp_path):
     path = tmp_path / "c.sqlite"
-    with EmbeddedStore(path) as store:
+    with EmbeddedStore(path, checkpoint_interval=None) as store:
         store.create()
         store.write([RowUpdate(b"k%03d" % i, {b"f:st": b"1"}) for i in range(300)])
         assert _rows_in_the_file(path) == 0  # in the log only
@@ -238,9 +238,30 @@ def test_a_checkpoint_copies_the_log_into_the_file_while_the_store_goes_on(tmp_p
         assert store.get(b"later") == {b"f:st": b"2"}
 
 
+@pytest.mark.parametrize("interval", [0.0, None])
+def test_writes_copy_the_log_into_the_file_as_it_grows(tmp_path, interval):
+    path = tmp_path / "g.sqlite"
+    log = tmp_path / "g.sqlite-wal"
+    content = bytes(range(256)) * 4096  # 1 MiB
+    with EmbeddedStore(path, checkpoint_interval=interval) as store:
+        store.create()
+        for i in range(24):
+            store.write([RowUpdate(b"page%02d" % i, {b"f:cnt": content})])
+            if store._checkpointer is not None:
+                store._checkpointer.join()  # as a crawl's writes, apart in time
+        logged = log.stat().st_size
+        assert store.get(b"page23", [b"f:cnt"]) == {b"f:cnt": content}
+    if interval is None:
+        assert logged > 24 * len(content)  # the log only grows: SQLite's checkpoint is at 256 MB
+    else:
+        assert logged < 4 * len(content)  # copied, then started over
+    with EmbeddedStore(path) as store:
+        assert sum(1 for _ in store.scan()) == 24
+
+
 def test_a_checkpoint_of_a_file_moved_away_creates_no_file(tmp_path, caplog):
     path = tmp_path / "m.sqlite"
-    store = EmbeddedStore(path)
+    store = EmbeddedStore(path, checkpoint_interval=None)
     store.create()
     store.write([RowUpdate(b"a", {b"f:st": b"1"})])
     path.rename(tmp_path / "elsewhere.sqlite")
