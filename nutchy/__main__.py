@@ -13,12 +13,19 @@ def run() -> None:
     alternated imports of :mod:`nutchy.cli`, docs/benchmarks.md). The collector is back on
     before the command runs. Here rather than in :mod:`nutchy.cli`, whose own imports would
     come first.
+
+    What the imports made is then frozen out of the collector (:func:`gc.freeze`): modules,
+    classes and functions that live as long as the process. Left in the young generations, the
+    first collections after the imports went over all of them once more (a collection of the
+    middle generation of 70-80 ms at a re-crawl's start: ``nutchy crawl -sitemapsFromHostdb
+    once``, docs/benchmarks.md), and every full collection later would too.
     """
     was_on = gc.isenabled()
     gc.disable()
     try:
         from nutchy.cli import run as run_command
     finally:
+        gc.freeze()
         if was_on:
             gc.enable()
     run_command()

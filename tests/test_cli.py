@@ -400,3 +400,28 @@ def test_the_program_imports_its_modules_with_the_collector_off():
         seen[how] = (int(collections), enabled)
     assert seen["program"] == (0, "True")
     assert seen["import"][0] > 0
+
+
+def test_the_program_freezes_what_its_imports_made_before_the_command():
+    """nutchy.__main__.run freezes the objects of its imports out of the collector before the
+    command runs (the young collections after the imports no longer go over them), with the
+    collector on; a plain import of nutchy.cli freezes nothing."""
+    program = textwrap.dedent(
+        """
+        import gc, sys
+        import nutchy.__main__
+        import nutchy.cli
+        print("imported", gc.get_freeze_count() > 0, file=sys.stderr)
+
+        def command():
+            print("command", gc.get_freeze_count() > 0, gc.isenabled(), file=sys.stderr)
+
+        nutchy.cli.run = command
+        nutchy.__main__.run()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-2:] == ["imported False", "command True True"]
