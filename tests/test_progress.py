@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -88,3 +91,31 @@ def test_on_a_terminal_a_short_job_draws_nothing(total):
         bar.advance(50)
     assert bar.count == 50
     assert stream.getvalue() == ""
+
+
+def test_tqdm_is_imported_with_the_first_bar_only():
+    """The nutchy command and a job that logs its progress (no terminal) do without tqdm; the
+    first bar imports it, and its bar has no monitor thread."""
+    program = textwrap.dedent(
+        """
+        import io, sys
+        import nutchy.cli
+        from nutchy.progress import Progress
+
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+
+        with Progress("scan", stream=io.StringIO()) as logged:
+            logged.advance(5)
+        print("logged", "tqdm" in sys.modules)
+        with Progress("scan", stream=Terminal(), interval=0) as bar:
+            bar.advance(5)
+            print("bar", "tqdm" in sys.modules, type(bar._bar).monitor_interval)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["logged False", "bar True 0"]
