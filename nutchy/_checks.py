@@ -106,8 +106,7 @@ def check_table(settings: BaseSettings, job: FetchJob) -> None:
     called: an open and an exists() call, and
     for ``-a batch=ID`` a scan that stops at the first row of the batch (a whole table's scan,
     filtered by the store, only when the batch is unknown)."""
-    from nutchy._fetch import ALL_BATCHES
-    from nutchy.jobs._batches import require_batch
+    from nutchy.jobs._batches import ALL_BATCHES, require_batch
     from nutchy.store import open_table
 
     if job.seeds is not None:

@@ -65,8 +65,6 @@ batch_updated: Final = object()
 #: fetch thread of ``nutchy crawl`` keep them. Arguments: ``batch_id``, ``shares``.
 batch_shares: Final = object()
 
-#: The batch argument that fetches every generated row (Nutch's ``-all``).
-ALL_BATCHES: Final = "-all"
 
 #: Request meta: the :class:`~nutchy.core.fetch.FetchEntry` of the row a request fetches.
 META_ENTRY: Final = "nutch_entry"

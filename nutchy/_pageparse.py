@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from w3lib.encoding import html_to_unicode
 
-from nutchy._fetch import ALL_BATCHES
 from nutchy.core.parse import (
     HTML_TYPES,
     ParseConfig,
@@ -42,6 +41,7 @@ from nutchy.core.status import (
 )
 from nutchy.core.webpage import WebPage
 from nutchy.exceptions import ConfigError, StoreError
+from nutchy.jobs._batches import ALL_BATCHES
 from nutchy.jobs._cycle import parse_config, signature, update_config
 from nutchy.jobs._settings import get_bool, get_float, get_int
 from nutchy.jobs.updatedb import ParsedShares

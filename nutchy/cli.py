@@ -1013,8 +1013,8 @@ def _unfetched(batch_id: str, marks: frozenset[str]) -> str:
 def _fetch(args: argparse.Namespace) -> int:
     from scrapy.crawler import CrawlerProcess
 
-    from nutchy._fetch import ALL_BATCHES
     from nutchy._fetchrun import FAILURE_STATS
+    from nutchy.jobs._batches import ALL_BATCHES
     from nutchy.spiders import NutchSpider
 
     settings = _settings(args)

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from scrapy.utils.asyncio import run_in_thread
 
-from nutchy._fetch import ALL_BATCHES, FetchJob, FetchSettings
+from nutchy._fetch import FetchJob, FetchSettings
 from nutchy.core.fetch import FetchEntry, entry_from_page, queue_id
 from nutchy.core.generate import partition_for
 from nutchy.core.urls import InvalidURL, domain_of, host_of, reverse_url
 from nutchy.exceptions import CellDecodeError
+from nutchy.jobs._batches import ALL_BATCHES
 from nutchy.store.base import Scan, prefix_stop
 from nutchy.store.schema import decode_page
 

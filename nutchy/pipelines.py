@@ -28,10 +28,11 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from nutchy import _pageparse
-from nutchy._fetch import ALL_BATCHES, batch_fetched, batch_parsed, batch_shares
+from nutchy._fetch import batch_fetched, batch_parsed, batch_shares
 from nutchy._pageparse import PageParser
 from nutchy.exceptions import StoreError
 from nutchy.items import PageContentItem, PageItem
+from nutchy.jobs._batches import ALL_BATCHES
 from nutchy.jobs._cycle import CUT_STATS, cut_summary, finish_batch, update_config
 from nutchy.jobs._settings import get_bool
 from nutchy.jobs.updatedb import parsed_ahead

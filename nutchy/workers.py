@@ -52,9 +52,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from scrapy.utils.asyncio import call_later, create_looping_call, run_in_thread, sleep
 
-from nutchy._fetch import ALL_BATCHES
 from nutchy.exceptions import ConfigError, FrontierError, LeaseLost
 from nutchy.frontier import BatchReader
+from nutchy.jobs._batches import ALL_BATCHES
 from nutchy.redis_frontier import entry_item, open_redis_frontier
 from nutchy.rounds import RoundDriver
 

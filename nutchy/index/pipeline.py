@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
-from nutchy._fetch import ALL_BATCHES, batch_updated
+from nutchy._fetch import batch_updated
 from nutchy.exceptions import NutchError
 from nutchy.index.chain import load_filters, load_writers
+from nutchy.jobs._batches import ALL_BATCHES
 from nutchy.jobs._settings import get_bool
 from nutchy.jobs.index import index
 from nutchy.store import open_table

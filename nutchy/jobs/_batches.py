@@ -10,7 +10,7 @@ but not at its step (updatedb of a batch never fetched only drops its generate m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from nutchy.core.status import Mark
 from nutchy.exceptions import UnknownBatch
@@ -18,7 +18,10 @@ from nutchy.exceptions import UnknownBatch
 if TYPE_CHECKING:
     from nutchy.store.table import WebTable
 
-__all__ = ["BATCH_MARKS", "batch_marks", "require_batch"]
+__all__ = ["ALL_BATCHES", "BATCH_MARKS", "batch_marks", "require_batch"]
+
+#: The batch argument that fetches every generated row (Nutch's ``-all``).
+ALL_BATCHES: Final = "-all"
 
 #: The marks that hold a batch id, in the order of the crawl cycle.
 BATCH_MARKS = (Mark.GENERATE, Mark.FETCH, Mark.PARSE, Mark.UPDATEDB)

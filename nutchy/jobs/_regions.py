@@ -26,7 +26,6 @@ forking a process that holds sockets, SQLite connections and threads.
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import pickle
 import signal
 from collections.abc import Callable, Mapping
@@ -231,6 +230,9 @@ def run(
 
 
 def _context() -> BaseContext:
+    # Here rather than above: the parse process imports this module and starts no pool.
+    import multiprocessing
+
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         # Workers fork from a server that has imported what every task needs, once.
