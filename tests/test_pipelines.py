@@ -488,6 +488,44 @@ def test_the_parse_process_needs_neither_scrapy_nor_twisted(tmp_path):
     assert page.outlinks == {"http://a.example/b": "b", "http://c.example/": "c"}
 
 
+#: The parse process, saying at its exit whether objects were frozen out of the collector.
+SAYS_FROZEN = """
+import atexit, gc, sys
+atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0, file=sys.stderr))
+from nutchy._parsework import main
+sys.exit(main())
+"""
+
+
+def test_the_parse_process_freezes_its_imports_and_table_before_the_parses(tmp_path):
+    """Once it has opened the table, the process freezes what it holds out of the cyclic
+    collector (its imports, the table, the parser), and parses and writes as before."""
+    settings = load_settings({"NUTCH_CRAWL_DIR": str(tmp_path / "crawl")}, project=False)
+    with open_table(settings) as table:
+        table.create()
+    child = subprocess.Popen(
+        [sys.executable, "-c", SAYS_FROZEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process = ParseProcess(child)
+    try:
+        process.begin(settings)
+        fields, stats, error, _ = process.parse([fetched(*PAGES[0])], write=True)
+    finally:
+        process.close()
+    assert child.stderr is not None
+    said = child.stderr.read().decode()
+    child.stderr.close()
+    assert process.process.returncode == 0, said
+    assert said.splitlines()[-1] == "frozen True", said
+    assert error is None and stats["nutch/parse/status/1/0"] == 1 and fields[0]["title"] == "A"
+    with open_table(settings) as table:
+        page = table.get(PAGES[0][0], ["title"])
+    assert page is not None and page.title == "A"
+
+
 def test_an_updatedb_the_store_fails_says_what_to_run_and_fails_the_batch(tmp_path, caplog):
     server = HBaseThriftServer()
     server.start()
