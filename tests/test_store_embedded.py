@@ -59,6 +59,31 @@ def test_the_page_cache_of_each_connection_is_bounded_by_the_setting(tmp_path, m
         EmbeddedStore(tmp_path / "w.sqlite", cache_mb=0)
 
 
+def test_bytes_and_none_are_bound_as_sqlite_binds_them_without_adapters(tmp_path):
+    # nutchy registers an adapter for each (the value as it is) that spares sqlite3 its
+    # search for one: a blob stays a blob, None stays NULL, a bytes subclass is adapted as before.
+    class Raw(bytes):
+        def __conform__(self, protocol):
+            return b"conformed"
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a, b)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?)", [(b"\x00\xffkey", None), (b"", b"v"), (Raw(b"x"), None)]
+    )
+    assert conn.execute("SELECT a, typeof(a), b, typeof(b) FROM t").fetchall() == [
+        (b"\x00\xffkey", "blob", None, "null"),
+        (b"", "blob", b"v", "blob"),
+        (b"conformed", "blob", None, "null"),
+    ]
+    with EmbeddedStore(tmp_path / "w.sqlite") as store:
+        store.create()
+        store.write([build_update("com.a:http/", {"status": 1}, {"markers": {"dist": "0"}})])
+        assert store._conn.execute("PRAGMA secure_delete").fetchone() == (0,)
+        types = store._conn.execute("SELECT typeof(key), typeof(fi), typeof(dist) FROM webpage")
+        assert types.fetchall() == [("blob", "null", "blob")]
+
+
 def test_reads_of_a_missing_table_say_how_to_create_it(tmp_path):
     with EmbeddedStore(tmp_path / "w.sqlite") as store:
         with pytest.raises(TableMissing, match="nutchy storage init"):

@@ -241,6 +241,31 @@ def test_build_update_rejects_nonsense():
         build_update("k", entries={"status": {"a": 1}})
 
 
+def test_map_entries_put_in_one_pass_are_the_cells_of_the_entry_by_entry_loop():
+    # Strings alone with nothing deleted take one comprehension; a deletion in the update, or
+    # an entry deleted, takes the loop. Both give the same cells, in the same order.
+    inlinks = {"http://b/é": "B", "http://a/": "", "http://c/": "see C"}
+    fast = build_update("k", {"score": 1.5}, {"inlinks": inlinks, "markers": {"dist": "2"}})
+    loop = build_update("k", {"base_url": None}, {"inlinks": inlinks, "markers": {"dist": "2"}})
+    expected = [
+        (b"il:http://b/\xc3\xa9", b"B"),
+        (b"il:http://a/", b""),
+        (b"il:http://c/", b"see C"),
+        (b"mk:dist", b"2"),
+    ]
+    assert list(fast.puts.items()) == [(b"s:s", b"?\xc0\x00\x00"), *expected]
+    assert list(loop.puts.items()) == expected
+    assert (fast.deletes, loop.deletes) == (set(), {b"f:bas"})
+    mixed = build_update("k", entries={"inlinks": {**inlinks, "http://d/": None}})
+    assert list(mixed.puts.items()) == expected[:3]
+    assert mixed.deletes == {b"il:http://d/"}
+    # an entry deleted, then put by the family's replacement: put, and no longer deleted
+    again = build_update(
+        "k", entries={"markers": {"dist": None}}, replace={"markers": {"dist": "3"}}
+    )
+    assert (again.puts, again.deletes, again.replace) == ({b"mk:dist": b"3"}, set(), {b"mk"})
+
+
 def test_coalesce_keeps_the_outcome_of_applying_in_order():
     merged = coalesce(
         [

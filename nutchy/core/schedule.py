@@ -155,11 +155,14 @@ class FetchSchedule:
         state: ChangeState,
     ) -> Schedule:
         """The schedule after a successful fetch at *fetch_time*; the base only resets retries."""
-        return replace(
-            schedule,
-            retries_since_fetch=0,
-            modified_time=modified_time,
-            prev_modified_time=prev_modified_time,
+        # built directly rather than with dataclasses.replace: updatedb calls it for every
+        # page of a batch
+        return Schedule(
+            schedule.fetch_time,
+            schedule.fetch_interval,
+            0,
+            modified_time,
+            prev_modified_time,
         )
 
     def set_page_gone_schedule(self, schedule: Schedule, *, fetch_time: int) -> Schedule:
@@ -241,7 +244,14 @@ class DefaultFetchSchedule(FetchSchedule):
             modified_time=modified_time,
             state=state,
         )
-        return replace(base, fetch_time=fetch_time + base.fetch_interval * 1000)
+        interval = base.fetch_interval
+        return Schedule(
+            fetch_time + interval * 1000,
+            interval,
+            base.retries_since_fetch,
+            base.modified_time,
+            base.prev_modified_time,
+        )
 
 
 class AdaptiveFetchSchedule(FetchSchedule):

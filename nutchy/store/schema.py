@@ -311,7 +311,12 @@ def decode_page(
             if entries is None:
                 continue
             entry = column[cut + 1 :].decode("utf-8")
-            entries[entry] = data.decode("utf-8") if decode is None else decode(data)
+            if decode is None:
+                entries[entry] = data.decode("utf-8")
+            elif decode is _bytes_decode:  # a row's metadata: the bytes as they are
+                entries[entry] = data
+            else:
+                entries[entry] = decode(data)
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
         f = BY_COLUMN.get(column) or BY_FAMILY[column.partition(b":")[0]]
         raise CellDecodeError(key, column, f.codec.name, str(exc)) from exc
@@ -401,15 +406,17 @@ def build_update(
     row = key.encode("utf-8") if isinstance(key, str) else key
     update = RowUpdate(row)
     for name, value in (fields or {}).items():
-        f = field_named(name)
-        if f.is_map:
+        scalar = _SCALARS.get(name)
+        if scalar is None:
+            field_named(name)  # an unknown name is its own error
             raise ValueError(f"{name!r} is a map: pass it in entries= or replace=")
+        column, encode, nullable = scalar
         if value is None:
-            if not f.nullable:
+            if not nullable:
                 raise ValueError(f"{name!r} cannot be None")
-            update.deletes.add(f.column)
+            update.deletes.add(column)
         else:
-            update.puts[f.column] = f.codec.encode(value)
+            update.puts[column] = encode(value)
     for name, values in (entries or {}).items():
         _map_puts(update, name, values)
     for name, values in (replace or {}).items():
@@ -419,7 +426,17 @@ def build_update(
     return update
 
 
+#: Each scalar field's column, encoder and whether it is nullable, for :func:`build_update`
+#: (updatedb builds an update for every row it writes).
+_SCALARS: dict[str, tuple[bytes, Callable[[Any], bytes], bool]] = {
+    f.name: (f.column, f.codec.encode, f.nullable) for f in FIELDS if not f.is_map
+}
+
+
 def _map_field(name: str) -> Field:
+    f = BY_NAME.get(name)
+    if f is not None and f.qualifier is None:
+        return f
     f = field_named(name)
     if not f.is_map:
         raise ValueError(f"{name!r} is not a map field")
@@ -430,6 +447,11 @@ def _map_puts(update: RowUpdate, name: str, values: Mapping[str, Any]) -> None:
     f = _map_field(name)
     prefix = f.family + b":"
     puts, deletes = update.puts, update.deletes
+    if f.codec is STRING and not deletes and None not in values.values():
+        # Only strings put, nothing to un-delete (an updatedb's tens of inlinks a row): one
+        # comprehension, in the order of the loop below.
+        puts.update({prefix + e.encode("utf-8"): v.encode("utf-8") for e, v in values.items()})
+        return
     # Strings are encoded inline: an updatedb writes tens of inlinks a row.
     encode = None if f.codec is STRING else f.codec.encode
     for entry, value in values.items():
