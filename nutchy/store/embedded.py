@@ -140,20 +140,18 @@ _CHUNK = 500  # keys per "IN (...)" query: well under SQLite's parameter limit
 _SYNC_MODES = ("OFF", "NORMAL", "FULL")
 
 
-def _as_is(value: T) -> T:
-    return value
-
-
 # sqlite3 binds an int, float, str or bytearray parameter as it is, and sends any other value,
 # bytes and None included, through its adapters: a lookup in its registry, then a lookup of
 # ``__adapt__`` on its protocol type that fails (formatting an AttributeError's message, then
 # dropping it) and one of ``__conform__`` on the value. About 1,200 machine instructions a
 # parameter: 4.5% of an updatedb's, whose keys, cells and family records are bytes and whose
-# missing cells are None. An adapter registered for each (the value as it is) ends the search at
-# the registry. It changes nothing else: bytes and None are bound as before, by any user of sqlite3
-# in the process.
-sqlite3.register_adapter(bytes, bytes)
-sqlite3.register_adapter(type(None), _as_is)
+# missing cells are None. An adapter registered for each ends the search at the registry; both
+# are calls in C that give the value back as it is (``bytes.__bytes__`` of a bytes object is
+# that object; an empty dict's ``get`` gives None), so bytes and None are bound as before, by any
+# user of sqlite3 in the process.
+sqlite3.register_adapter(bytes, bytes.__bytes__)
+_NOTHING: dict[None, None] = {}
+sqlite3.register_adapter(type(None), _NOTHING.get)
 
 
 def _loads(blob: bytes, key: bytes) -> Cells:
